@@ -1,0 +1,97 @@
+# sandbox: build, run and test. `make help` lists the targets.
+BUILD    ?= build
+CC       ?= gcc
+SAN      ?=
+
+WARN     = -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral \
+           -Wstrict-prototypes -Wmissing-prototypes -Wvla
+HARDEN   = -fstack-protector-strong -fstack-clash-protection -fcf-protection -fPIE
+LDHARDEN = -pie -Wl,-z,relro,-z,now -Wl,-z,noexecstack
+ifeq ($(SAN),1)
+OPT      = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+LDSAN    = -fsanitize=address,undefined
+else
+OPT      = -O2 -g -D_FORTIFY_SOURCE=3
+LDSAN    =
+endif
+CFLAGS   = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(HARDEN)
+LDFLAGS  = $(LDHARDEN) $(LDSAN)
+PKGS     = json-c libpq libcrypto
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CFLAGS  += $(PKG_CFLAGS)
+
+LIB_SRC  = $(wildcard lib/*.c)
+API_SRC  = $(wildcard fcgi/*.c)
+SUP_SRC  = $(wildcard runner/*.c)
+CTL_SRC  = $(wildcard ctl/*.c)
+UNIT_SRC = $(wildcard tests/unit/test_*.c)
+
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+API_OBJ  = $(API_SRC:%.c=$(BUILD)/obj/%.o)
+SUP_OBJ  = $(SUP_SRC:%.c=$(BUILD)/obj/%.o)
+CTL_OBJ  = $(CTL_SRC:%.c=$(BUILD)/obj/%.o)
+UNITS    = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+BINS = $(BUILD)/sandbox-api $(BUILD)/sandbox-supervisor $(BUILD)/sandboxctl \
+       $(BUILD)/sandbox-init
+
+.PHONY: all deps run stop test check unit bench clean help
+all: $(BINS) $(UNITS)
+
+help:
+	@echo "make deps    install the Debian packages the project needs (root)"
+	@echo "make         build everything into $(BUILD)/"
+	@echo "make run     set up and start the whole service (var/), print URL + key"
+	@echo "make stop    stop what 'make run' started"
+	@echo "make test    the whole suite on a private stack (unit + integration)"
+	@echo "make check   the same suite built with ASan+UBSan"
+
+deps:
+	@sh scripts/deps.sh
+
+$(BUILD)/obj/%.o: %.c $(wildcard lib/*.h fcgi/*.h runner/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libsandbox.a: $(LIB_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/sandbox-api: $(API_OBJ) $(BUILD)/libsandbox.a
+	$(CC) $(LDFLAGS) -o $@ $^ -lfcgi $(PKG_LIBS)
+
+$(BUILD)/sandbox-supervisor: $(SUP_OBJ) $(BUILD)/libsandbox.a
+	$(CC) $(LDFLAGS) -o $@ $^ -lcurl $(PKG_LIBS)
+
+$(BUILD)/sandboxctl: $(CTL_OBJ) $(BUILD)/libsandbox.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# PID 1 inside every sandbox: static (the image may have no libc of the
+# right version) and never sanitized (ASan cannot run as a static PID 1).
+$(BUILD)/sandbox-init: runner/init/init.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -D_FORTIFY_SOURCE=3 $(WARN) \
+	  -fstack-protector-strong -fstack-clash-protection -static-pie -fPIE \
+	  -Wl,-z,relro,-z,now -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsandbox.a tests/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsandbox.a $(PKG_LIBS)
+
+unit: $(UNITS)
+	@for t in $(UNITS); do $$t || exit 1; done
+
+run: deps all
+	@sh scripts/dev.sh up
+
+stop:
+	@sh scripts/dev.sh down
+
+test: deps
+	@sh scripts/test.sh
+
+check: deps
+	@BUILD=build-san SAN=1 sh scripts/test.sh
+
+clean:
+	rm -rf build build-san

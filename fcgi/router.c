@@ -1,0 +1,99 @@
+/* router.c: method + path → handler, with {param} captures; 404 for an
+ * unknown path and 405 (with Allow) for a known path and a wrong method. */
+#include "router.h"
+#include "../lib/log.h"
+#include "../lib/util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define API "/api/v1/sandbox"
+
+static const struct route {
+	const char *method;
+	const char *pattern;
+	handler_fn fn;
+	bool auth;
+} routes[] = {
+	{ "GET", API "/healthz", h_healthz, false },
+	{ "GET", API "/readyz", h_readyz, false },
+	{ "GET", API "/runtimes", h_runtimes, true },
+};
+
+/* Match path against pattern segment by segment; "{x}" captures one
+ * non-empty segment. Captures point into a copy owned by the request. */
+static bool match(const char *pattern, const char *path, struct request *r,
+		  bool capture)
+{
+	const char *p = pattern, *s = path;
+	int n = 0;
+
+	while (*p && *s) {
+		if (*p == '{') {
+			const char *pe = strchr(p, '}');
+			const char *se = strchr(s, '/');
+			size_t len = se ? (size_t)(se - s) : strlen(s);
+			if (!pe || len == 0 || n >= MAX_PATH_PARAMS)
+				return false;
+			if (capture) {
+				char *v = xcalloc(1, len + 1);
+				memcpy(v, s, len);
+				r->params[n] = v;
+			}
+			n++;
+			p = pe + 1;
+			s += len;
+			continue;
+		}
+		if (*p != *s)
+			return false;
+		p++;
+		s++;
+	}
+	if (*p || *s)
+		return false;
+	if (capture)
+		r->nparams = n;
+	return true;
+}
+
+void route_request(struct request *r)
+{
+	char allow[64] = "";
+	bool path_known = false;
+
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+		const struct route *rt = &routes[i];
+		if (!match(rt->pattern, r->path, r, false))
+			continue;
+		path_known = true;
+		if (strcmp(rt->method, r->method) != 0 &&
+		    !(strcmp(r->method, "HEAD") == 0 &&
+		      strcmp(rt->method, "GET") == 0)) {
+			if (!strstr(allow, rt->method)) {
+				size_t l = strlen(allow);
+				(void)snprintf(allow + l, sizeof(allow) - l, "%s%s",
+					       l ? ", " : "", rt->method);
+			}
+			continue;
+		}
+		(void)match(rt->pattern, r->path, r, true);
+		if (rt->auth && auth_authenticate(r) < 0)
+			return;
+		rt->fn(r);
+		return;
+	}
+	if (path_known) {
+		char hdr[96];
+		(void)snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
+		struct json_object *d = json_object_new_object();
+		json_object_object_add(d, "allow", json_object_new_string(allow));
+		json_object_object_add(d, "method", json_object_new_string(r->method));
+		respond_error_h(r, 405, hdr, "method_not_allowed", d,
+				"method %s is not allowed on %s", r->method, r->path);
+		return;
+	}
+	respond_error(r, 404, "not_found",
+		      log_fields("path", r->path, NULL),
+		      "no such endpoint: %s %s", r->method, r->path);
+}

@@ -1,0 +1,26 @@
+/* router.h: the route table of sandbox-api and the handlers it names. */
+#ifndef SANDBOX_API_ROUTER_H
+#define SANDBOX_API_ROUTER_H
+
+#include "request.h"
+
+typedef void (*handler_fn)(struct request *r);
+
+void route_request(struct request *r);
+
+/* auth.c */
+int auth_authenticate(struct request *r); /* 0, or -1 after a 401 */
+
+/* health.c */
+void h_healthz(struct request *r);
+void h_readyz(struct request *r);
+
+/* runtimes.c */
+void h_runtimes(struct request *r);
+/* Availability of each runtime as the live supervisors report it:
+ * {"oci":{"available":..,"version":..,"notes":..},...}; NULL when the
+ * database cannot be asked. *fresh_nodes gets the live supervisor count. */
+struct json_object *runtimes_reported(struct request *r, int *fresh_nodes,
+				      double *heartbeat_age);
+
+#endif

@@ -1,0 +1,27 @@
+/* tap.h: the smallest TAP producer: ok(cond, name), done(). */
+#ifndef SANDBOX_TAP_H
+#define SANDBOX_TAP_H
+
+#include <stdio.h>
+
+static int tap_n, tap_failed;
+
+#define ok(cond, ...)                                                   \
+	do {                                                            \
+		tap_n++;                                                \
+		if (!(cond))                                            \
+			tap_failed++;                                   \
+		printf("%sok %d - ", (cond) ? "" : "not ", tap_n);      \
+		printf(__VA_ARGS__);                                    \
+		printf("\n");                                           \
+		if (!(cond))                                            \
+			printf("#   failed at %s:%d\n", __FILE__, __LINE__); \
+	} while (0)
+
+static inline int done(void)
+{
+	printf("1..%d\n", tap_n);
+	return tap_failed ? 1 : 0;
+}
+
+#endif
