@@ -88,10 +88,10 @@ stop:
 	@sh scripts/dev.sh down
 
 test: deps
-	@sh scripts/test.sh
+	@bash scripts/test.sh
 
 check: deps
-	@BUILD=build-san SAN=1 sh scripts/test.sh
+	@BUILD=build-san SAN=1 bash scripts/test.sh
 
 clean:
 	rm -rf build build-san

@@ -91,7 +91,7 @@ static void handle(FCGX_Request *fr, struct db *db)
 	char dur[32], st[8];
 	(void)snprintf(dur, sizeof(dur), "%lld", (long long)(now_mono_ms() - t0));
 	(void)snprintf(st, sizeof(st), "%d", r.status);
-	log_msg(r.status >= 500 ? LOG_LVL_WARN : LOG_LVL_DEBUG,
+	log_msg(r.status >= 500 ? LOG_LVL_WARN : LOG_LVL_INFO,
 		log_fields("method", r.method, "path", r.path, "status", st,
 			   "duration_ms", dur, "user_id",
 			   r.authenticated ? r.user.id : NULL, NULL),

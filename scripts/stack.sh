@@ -144,13 +144,27 @@ CONF
 
 	"$BIN/sandboxctl" migrate "$ROOT/sql" >/dev/null
 
-	# TLS: a self-signed certificate for 127.0.0.1 and localhost.
+	# TLS: a private CA (tls/ca.pem, what clients trust) and a server
+	# certificate it signs for 127.0.0.1 and localhost.
 	if [ ! -f "$DIR/tls/cert.pem" ]; then
-		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-			-days 825 -subj "/CN=localhost" \
-			-addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
-			-keyout "$DIR/tls/key.pem" -out "$DIR/tls/cert.pem" >/dev/null 2>&1
-		chmod 0600 "$DIR/tls/key.pem"
+		(
+			cd "$DIR/tls"
+			umask 077
+			openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+				-days 825 -subj "/CN=sandbox local CA" \
+				-addext "basicConstraints=critical,CA:TRUE" \
+				-addext "keyUsage=critical,keyCertSign,cRLSign" \
+				-keyout ca-key.pem -out ca.pem 2>/dev/null
+			openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+				-subj "/CN=localhost" -keyout key.pem -out server.csr 2>/dev/null
+			printf '%s\n' "basicConstraints=critical,CA:FALSE" \
+				"keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" \
+				"subjectAltName=IP:127.0.0.1,DNS:localhost" > server.ext
+			openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+				-days 825 -extfile server.ext -out cert.pem 2>/dev/null
+			rm -f server.csr server.ext ca.srl
+			chmod 0644 ca.pem cert.pem
+		)
 	fi
 
 	start_daemon api "$DIR/pids/api.pid" "$BIN/sandbox-api"

@@ -1,0 +1,51 @@
+#!/bin/bash
+# test.sh: the whole suite (`make test`; `make check` with BUILD=build-san
+# SAN=1). Builds, runs the C unit tests (TAP), starts a private stack in a
+# temporary directory on free ports, runs the integration suite through
+# nginx, and stops everything whatever happened. Exit status: non-zero on
+# any failure.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+export BUILD=${BUILD:-build}
+SAN=${SAN:-}
+
+# The suite must not inherit an operator's SANDBOX_* settings.
+for v in $(env | grep -o '^SANDBOX_[A-Z0-9_]*' || true); do unset "$v"; done
+
+sh scripts/deps.sh
+make -s -j2 BUILD="$BUILD" SAN="$SAN" all
+
+echo "== unit tests (TAP)"
+prove --nocolor "$BUILD"/tests/test_*
+
+STACK=$(mktemp -d /tmp/sandbox-test.XXXXXX)
+cleanup() {
+	STACK_QUIET=1 bash scripts/stack.sh down "$STACK" || true
+	if [ -n "${KEEP_STACK:-}" ]; then
+		echo "stack kept in $STACK"
+	else
+		rm -rf "$STACK"
+	fi
+}
+trap cleanup EXIT
+PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+echo "== integration tests (stack in $STACK, port $PORT)"
+if [ "$SAN" = 1 ]; then
+	# Leaks are reported by LeakSanitizer at exit; libfcgi keeps a few
+	# process-lifetime allocations that are not leaks.
+	export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+fi
+bash scripts/stack.sh up "$STACK" "$PORT"
+export TEST_STACK_DIR="$STACK" TEST_ROOT="$ROOT" TEST_BUILD="$ROOT/$BUILD"
+/usr/bin/python3 -m pytest -p no:cacheprovider -q tests/integration "$@"
+
+if [ "$SAN" = 1 ]; then
+	# A sanitizer report anywhere in the server logs fails the suite.
+	if grep -l -E 'runtime error:|AddressSanitizer|UndefinedBehaviorSanitizer' "$STACK"/logs/*.log; then
+		echo "sanitizer reports found in the server logs" >&2
+		exit 1
+	fi
+fi
