@@ -45,9 +45,12 @@ void h_readyz(struct request *r)
 		struct json_object *sup = check(nodes > 0,
 						nodes > 0 ? NULL : "no supervisor heartbeat");
 		json_object_object_add(sup, "live_nodes", json_object_new_int(nodes));
-		if (age >= 0)
+		if (age >= 0) {
+			char txt[32];
+			(void)snprintf(txt, sizeof(txt), "%.3f", age);
 			json_object_object_add(sup, "heartbeat_age_sec",
-					       json_object_new_double((double)(int64_t)(age * 1000) / 1000));
+					       json_object_new_double_s(age, txt));
+		}
 		json_object_object_add(checks, "supervisor", sup);
 		if (nodes == 0)
 			json_object_array_add(failing,
