@@ -36,7 +36,7 @@ UNITS    = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BINS = $(BUILD)/sandbox-api $(BUILD)/sandbox-supervisor $(BUILD)/sandboxctl \
        $(BUILD)/sandbox-init
 
-.PHONY: all deps run stop test check unit bench clean help
+.PHONY: all deps run stop test check unit bench images clean help
 all: $(BINS) $(UNITS)
 
 help:
@@ -44,6 +44,7 @@ help:
 	@echo "make         build everything into $(BUILD)/"
 	@echo "make run     set up and start the whole service (var/), print URL + key"
 	@echo "make stop    stop what 'make run' started"
+	@echo "make images  build the sandbox root filesystems (mmdebstrap) into images/"
 	@echo "make test    the whole suite on a private stack (unit + integration)"
 	@echo "make check   the same suite built with ASan+UBSan"
 
@@ -77,6 +78,9 @@ $(BUILD)/sandbox-init: runner/init/init.c
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsandbox.a tests/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsandbox.a $(PKG_LIBS)
+
+images:
+	@bash scripts/images.sh images
 
 unit: $(UNITS)
 	@for t in $(UNITS); do $$t || exit 1; done

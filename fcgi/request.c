@@ -150,6 +150,15 @@ void respond_error_h(struct request *r, int status, const char *headers,
 
 void respond_db_error(struct request *r)
 {
+	/* A statement that failed on a healthy connection is our bug, not an
+	 * outage: 500, and the details stay in the log. */
+	if (r->db->conn && PQstatus(r->db->conn) == CONNECTION_OK) {
+		log_msg(LOG_LVL_ERROR, log_fields("db_error", r->db->last_error, NULL),
+			"database statement failed");
+		respond_error(r, 500, "internal_error", NULL,
+			      "internal error; the request id identifies it in the logs");
+		return;
+	}
 	log_msg(LOG_LVL_ERROR, log_fields("db_error", r->db->last_error, NULL),
 		"database unavailable");
 	respond_error(r, 503, "service_unavailable",

@@ -34,6 +34,10 @@ struct request {
 	char *body;
 	size_t body_len;
 	int status; /* answer status, for the access log */
+	/* Idempotency replay / conflict details (idempotency.c). */
+	int replay_status;
+	struct json_object *replay_body;
+	struct json_object *pending_error;
 };
 
 /* FastCGI parameter or header ("HTTP_X_API_KEY"); NULL if absent. */

@@ -15,6 +15,12 @@ int auth_authenticate(struct request *r); /* 0, or -1 after a 401 */
 void h_healthz(struct request *r);
 void h_readyz(struct request *r);
 
+/* runs.c */
+void h_runs_create(struct request *r);
+void h_run_get(struct request *r);
+void h_run_logs(struct request *r);
+void h_run_cancel(struct request *r);
+
 /* runtimes.c */
 void h_runtimes(struct request *r);
 /* Availability of each runtime as the live supervisors report it:

@@ -1,6 +1,7 @@
 /* runtimes.c: GET /runtimes, the PRD's feature discovery. Availability
  * comes from what live supervisors last reported in `nodes`: the api never
  * touches a runtime itself. */
+#include "images.h"
 #include "router.h"
 #include "../lib/config.h"
 #include "../lib/util.h"
@@ -87,7 +88,9 @@ void h_runtimes(struct request *r)
 	struct json_object *reported = runtimes_reported(r, &nodes, &age);
 	struct json_object *list = json_object_new_array();
 
-	if (!reported) {
+	struct json_object *images = reported ? images_list(r) : NULL;
+	if (!reported || !images) {
+		json_object_put(reported);
 		respond_db_error(r);
 		return;
 	}
@@ -105,7 +108,24 @@ void h_runtimes(struct request *r)
 		json_object_object_add(o, "runtime_version", json_object_get(v));
 		json_object_object_add(o, "default", json_object_new_boolean(
 			strcmp(runtime_names[i], cfg_str(CFG_DEFAULT_RUNTIME)) == 0));
-		json_object_object_add(o, "default_images", json_object_new_array());
+		struct json_object *di = json_object_new_array();
+		for (size_t k = 0; images && k < json_object_array_length(images); k++) {
+			struct json_object *im = json_object_array_get_idx(images, k), *n, *dg, *al;
+			char ref[400];
+			json_object_object_get_ex(im, "name", &n);
+			json_object_object_get_ex(im, "digest", &dg);
+			json_object_object_get_ex(im, "aliases", &al);
+			for (size_t a = 0; a < json_object_array_length(al); a++) {
+				(void)snprintf(ref, sizeof(ref), "%s@%s",
+					       json_object_get_string(json_object_array_get_idx(al, a)),
+					       json_object_get_string(dg));
+				json_object_array_add(di, json_object_new_string(ref));
+			}
+			(void)snprintf(ref, sizeof(ref), "%s@%s", json_object_get_string(n),
+				       json_object_get_string(dg));
+			json_object_array_add(di, json_object_new_string(ref));
+		}
+		json_object_object_add(o, "default_images", di);
 		json_object_object_add(o, "max_cpu",
 				       json_object_new_double(cfg_float(CFG_MAX_CPU)));
 		json_object_object_add(o, "max_mem_mb",
@@ -139,5 +159,6 @@ void h_runtimes(struct request *r)
 			       json_object_new_string(cfg_str(CFG_DEFAULT_RUNTIME)));
 	json_object_object_add(out, "supported_spec_versions", spec_versions());
 	json_object_object_add(out, "runtimes", list);
+	json_object_object_add(out, "images", images);
 	respond_json(r, 200, out);
 }

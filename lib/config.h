@@ -38,6 +38,7 @@
 	X(DOCKER_APPARMOR_PROFILE, STR, "", 0, 0, NULL, CFG_POLICY)                 \
 	X(SUPPORTED_SPEC_VERSIONS, LIST, "1.0", 0, 0, NULL, CFG_POLICY)             \
 	X(MAX_CONCURRENT_RUNS, INT, "8", 1, 4096, NULL, 0)                          \
+	X(USER_MAX_CONCURRENT_RUNS, INT, "4", 1, 4096, NULL, 0)                     \
 	X(QUEUE_MAX_LENGTH, INT, "100", 0, 1000000, NULL, 0)                        \
 	X(QUEUE_TTL_SEC, INT, "120", 1, 86400, NULL, 0)                             \
 	X(IDEMPOTENCY_TTL_SEC, INT, "600", 1, 604800, NULL, 0)                      \
@@ -63,6 +64,7 @@
 	X(DOCKER_HOST, STR, "/var/run/docker.sock", 0, 0, NULL, 0)                  \
 	X(INIT_PATH, STR, "/usr/libexec/sandbox/sandbox-init", 0, 0, NULL, 0)       \
 	X(IMAGES_DIR, STR, "/var/lib/sandbox/images", 0, 0, NULL, 0)                \
+	X(IMAGE_ALIASES, LIST, "python:3.11-slim=python,python:3.11=python,node:20-alpine=node,node:20=node,bash=shell,debian:bookworm-slim=shell", 0, 0, NULL, 0) \
 	X(HEARTBEAT_SEC, INT, "5", 1, 300, NULL, 0)                                 \
 	X(NODE_STALE_SEC, INT, "30", 2, 3600, NULL, 0)                              \
 	X(RUNTIME_PROBE_SEC, INT, "60", 5, 86400, NULL, 0)                          \

@@ -9,11 +9,26 @@
  * validated from PostgreSQL and checks them again before acting.
  *
  * One thread, one event loop (epoll) over:
- *   - a signalfd: SIGTERM/SIGINT stop, SIGCHLD reaps children;
+ *   - a signalfd: SIGTERM/SIGINT stop, SIGCHLD reaps children and hands
+ *     each exit to the run it belongs to (lifecycle.c);
  *   - a timerfd ticking every SANDBOX_HEARTBEAT_SEC: the heartbeat into
- *     `nodes` (liveness for /readyz, runtime availability for /runtimes)
- *     and, every SANDBOX_RUNTIME_PROBE_SEC, a fresh runtime probe.
+ *     `nodes` (liveness for /readyz, runtime availability for /runtimes),
+ *     lease renewal, queue TTL, a claim in case a notification was missed,
+ *     and every SANDBOX_RUNTIME_PROBE_SEC a fresh runtime probe;
+ *   - its PostgreSQL connection, LISTENing for new runs and cancels;
+ *   - per run: stdout, stderr and status pipes and a timerfd (lifecycle.c).
  * No logic runs in signal handlers; there are no threads beside fork().
+ *
+ * Children: `crun create|start|delete` (short-lived helpers) and, as the
+ * supervisor is a child subreaper, every sandbox's PID 1 once `crun
+ * create` has exited. The supervisor is the only process that signals a
+ * sandbox: SIGTERM then SIGKILL to its PID 1 on cancel, SIGKILL on a
+ * timeout, which takes the sandbox's whole pid namespace down.
+ *
+ * Stop (SIGTERM): every sandbox is killed and its run ends `failed`
+ * (supervisor_restart); the process exits once all are cleaned up. After a
+ * crash, the next start removes leftover containers and workspace mounts
+ * and ends or re-queues the runs the dead process held (queue.c).
  *
  * At start it prepares the host (cgroup layout for crun, hostprep.c) and
  * probes the runtimes (probe.c). PostgreSQL may be down at any time: every
@@ -32,9 +47,31 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
+
+struct supervisor *sup;
+static int epfd = -1;
+
+int loop_add(struct watch *w, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = w };
+
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, w->fd, &ev) < 0) {
+		log_error("epoll_ctl add %d: %s", w->fd, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void loop_del(struct watch *w)
+{
+	if (w->fd >= 0)
+		(void)epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
+}
 
 static void reprobe(struct supervisor *s)
 {
@@ -47,13 +84,49 @@ static void reprobe(struct supervisor *s)
 							  JSON_C_TO_STRING_PLAIN),
 			   NULL),
 		"runtime probe");
+	images_register(s);
+}
+
+static void on_signal(struct watch *w, uint32_t ev)
+{
+	struct signalfd_siginfo si;
+
+	(void)ev;
+	while (read(w->fd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+			if (!sup->stopping) {
+				log_info("stopping: ending %d run(s)", sup->nruns);
+				sup->stopping = true;
+				runs_shutdown();
+			}
+		} else if (si.ssi_signo == SIGCHLD) {
+			pid_t pid;
+			int status;
+			while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+				run_child_exited(pid, status);
+		}
+	}
+}
+
+static void on_tick(struct watch *w, uint32_t ev)
+{
+	uint64_t ticks;
+
+	(void)ev;
+	(void)!read(w->fd, &ticks, sizeof(ticks));
+	if (now_mono_ms() - sup->last_probe_ms >= cfg_int(CFG_RUNTIME_PROBE_SEC) * 1000)
+		reprobe(sup);
+	(void)node_heartbeat(sup);
+	if (!sup->stopping)
+		queue_tick(sup);
 }
 
 static int event_loop(struct supervisor *s)
 {
 	sigset_t mask;
-	struct epoll_event ev, evs[16];
-	int ep, sfd, tfd;
+	struct epoll_event evs[64];
+	struct watch sw, tw;
+	int64_t stop_deadline = 0;
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -62,25 +135,31 @@ static int event_loop(struct supervisor *s)
 	sigaddset(&mask, SIGHUP);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
 		return -1;
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	if (sfd < 0 || tfd < 0 || ep < 0) {
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	sw.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	sw.fn = on_signal;
+	tw.fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	tw.fn = on_tick;
+	if (epfd < 0 || sw.fd < 0 || tw.fd < 0) {
 		log_error("event loop setup: %s", strerror(errno));
 		return -1;
 	}
 	struct itimerspec its = { .it_interval = { cfg_int(CFG_HEARTBEAT_SEC), 0 },
 				  .it_value = { 0, 1 } };
-	(void)timerfd_settime(tfd, 0, &its, NULL);
-	ev.events = EPOLLIN;
-	ev.data.fd = sfd;
-	(void)epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
-	ev.data.fd = tfd;
-	(void)epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+	(void)timerfd_settime(tw.fd, 0, &its, NULL);
+	(void)loop_add(&sw, EPOLLIN);
+	(void)loop_add(&tw, EPOLLIN);
+	queue_recover(s);
+	(void)queue_listen(s);
 
-	bool stop = false;
-	while (!stop) {
-		int n = epoll_wait(ep, evs, (int)ARRAY_SIZE(evs), -1);
+	for (;;) {
+		if (s->stopping) {
+			if (!stop_deadline)
+				stop_deadline = now_mono_ms() + 15000;
+			if (s->nruns == 0 || now_mono_ms() > stop_deadline)
+				break;
+		}
+		int n = epoll_wait(epfd, evs, (int)ARRAY_SIZE(evs), s->stopping ? 200 : -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -88,30 +167,15 @@ static int event_loop(struct supervisor *s)
 			break;
 		}
 		for (int i = 0; i < n; i++) {
-			int fd = evs[i].data.fd;
-			if (fd == sfd) {
-				struct signalfd_siginfo si;
-				while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-					if (si.ssi_signo == SIGTERM ||
-					    si.ssi_signo == SIGINT)
-						stop = true;
-					else if (si.ssi_signo == SIGCHLD)
-						while (waitpid(-1, NULL, WNOHANG) > 0)
-							;
-				}
-			} else if (fd == tfd) {
-				uint64_t ticks;
-				(void)!read(tfd, &ticks, sizeof(ticks));
-				if (now_mono_ms() - s->last_probe_ms >=
-				    cfg_int(CFG_RUNTIME_PROBE_SEC) * 1000)
-					reprobe(s);
-				(void)node_heartbeat(s);
-			}
+			struct watch *w = evs[i].data.ptr;
+			w->fn(w, evs[i].events);
 		}
+		/* Notifications that arrived while other statements ran. */
+		queue_poll(s);
 	}
-	close(ep);
-	close(tfd);
-	close(sfd);
+	close(tw.fd);
+	close(sw.fd);
+	close(epfd);
 	return 0;
 }
 
@@ -121,8 +185,9 @@ int main(int argc, char **argv)
 	bool check_only = false;
 	char err[512];
 	int opt;
-	struct supervisor s = { 0 };
+	static struct supervisor s;
 
+	sup = &s;
 	log_init("sandbox-supervisor");
 	while ((opt = getopt(argc, argv, "nc:")) != -1) {
 		switch (opt) {
@@ -151,6 +216,13 @@ int main(int argc, char **argv)
 	(void)strlcpy_ok(s.node_id,
 			 *cfg_str(CFG_NODE_ID) ? cfg_str(CFG_NODE_ID) : s.hostname,
 			 sizeof(s.node_id));
+	(void)snprintf(s.state_root, sizeof(s.state_root), "%s/oci-state",
+		       cfg_str(CFG_DATA_ROOT));
+	(void)mkdir(cfg_str(CFG_DATA_ROOT), 0711);
+	(void)mkdir(s.state_root, 0700);
+	/* Sandboxes' PID 1s are re-parented to us once `crun create` exits,
+	 * so their exit status comes straight to our SIGCHLD. */
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	signal(SIGPIPE, SIG_IGN);
 	(void)hostprep_cgroups();

@@ -5,7 +5,11 @@
 #include "../lib/log.h"
 #include "../lib/util.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SANDBOX_VERSION "0.1.0"
@@ -56,4 +60,59 @@ void node_retire(struct supervisor *s)
 			      1, params);
 	if (r)
 		PQclear(r);
+}
+
+/* The image catalog: every IMAGES_DIR/<name>/ with a digest file is an
+ * image this node can run. */
+void images_register(struct supervisor *s)
+{
+	const char *dir = cfg_str(CFG_IMAGES_DIR);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d) {
+		log_warn("image directory %s: %s", dir, strerror(errno));
+		return;
+	}
+	while ((e = readdir(d)) != NULL) {
+		char path[1024], digest[128] = "", pkgs[512] = "", size[32];
+		struct stat st;
+		FILE *f;
+		if (e->d_name[0] == '.')
+			continue;
+		(void)snprintf(path, sizeof(path), "%s/%s/digest", dir, e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (!fgets(digest, sizeof(digest), f))
+			digest[0] = '\0';
+		fclose(f);
+		strtrim(digest);
+		(void)snprintf(path, sizeof(path), "%s/%s/packages", dir, e->d_name);
+		f = fopen(path, "re");
+		if (f) {
+			if (!fgets(pkgs, sizeof(pkgs), f))
+				pkgs[0] = '\0';
+			fclose(f);
+			strtrim(pkgs);
+		}
+		(void)snprintf(path, sizeof(path), "%s/%s.tar", dir, e->d_name);
+		(void)snprintf(size, sizeof(size), "%lld",
+			       stat(path, &st) == 0 ? (long long)st.st_size : 0LL);
+		const char *p[] = { e->d_name, digest, pkgs, size, s->node_id };
+		PGresult *r = db_exec(
+			&s->db,
+			"INSERT INTO images (name, digest, packages, size_bytes, node_id) "
+			"VALUES ($1, $2, $3, $4::bigint, $5) ON CONFLICT (name) DO UPDATE "
+			"SET digest = EXCLUDED.digest, packages = EXCLUDED.packages, "
+			"  size_bytes = EXCLUDED.size_bytes, node_id = EXCLUDED.node_id, "
+			"  updated_at = now() "
+			"WHERE images.digest IS DISTINCT FROM EXCLUDED.digest",
+			5, p);
+		if (r)
+			PQclear(r);
+		else
+			log_warn("registering image %s: %s", e->d_name, s->db.last_error);
+	}
+	closedir(d);
 }

@@ -24,7 +24,7 @@
 
 /* Run argv, capture up to outlen-1 bytes of stdout+stderr, kill it after
  * timeout_ms. Returns the exit status (0..255), or -1. */
-static int run_capture(char *const argv[], int timeout_ms, char *out,
+int run_capture(char *const argv[], int timeout_ms, char *out,
 		       size_t outlen)
 {
 	int p[2];

@@ -5,8 +5,86 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../lib/db.h"
+
+/* One fd in the event loop and what to do when it is ready. */
+struct watch {
+	int fd;
+	void (*fn)(struct watch *w, uint32_t events);
+	void *ctx;
+};
+
+int loop_add(struct watch *w, uint32_t events);
+void loop_del(struct watch *w);
+
+/* A run's lifecycle inside this supervisor (the database phase follows
+ * it: CREATING/STARTING are `starting`, RUNNING and STOPPING `running`). */
+enum run_state {
+	RS_CREATING, /* crun create in progress */
+	RS_STARTING, /* crun start in progress, or waiting for init's "started" */
+	RS_RUNNING,  /* the command runs */
+	RS_EXITED,   /* init exited; draining output */
+	RS_DELETING, /* crun delete in progress */
+};
+
+/* What a child process of the supervisor is, for SIGCHLD dispatch. */
+enum child_kind { CHILD_NONE, CHILD_CREATE, CHILD_START, CHILD_DELETE, CHILD_INIT };
+
+struct run;
+struct output {
+	struct watch w;
+	struct run *run;
+	const char *type; /* "stdout" / "stderr" */
+	unsigned char carry[4]; /* an incomplete UTF-8 sequence held back */
+	size_t ncarry;
+	bool eof;
+};
+
+struct run {
+	char id[37];
+	char cid[48]; /* container id */
+	char user_id[65];
+	char image[65];
+	char base_image[256];
+	char dir[512]; /* DATA_ROOT/runs/<id> */
+	struct json_object *row; /* the claimed row, as JSON */
+	double cpu;
+	int memory_mb, pids, nofile, nproc, timeout_sec, startup_timeout_sec;
+	uid_t uid;      /* inside the sandbox */
+	uid_t host_base; /* host uid of the sandbox's uid 0 */
+
+	enum run_state state;
+	pid_t helper; /* crun create/start/delete in progress */
+	enum child_kind helper_kind;
+	pid_t init_pid;
+	int init_status;
+	bool init_exited;
+
+	struct output out, err;
+	struct watch status_w;
+	char verdict[2048];
+	size_t verdict_len;
+	bool status_eof;
+
+	struct watch timer_w;
+	int64_t startup_deadline, exec_deadline, kill_deadline; /* mono ms */
+	int64_t t_claim, t_running;
+
+	/* How it ends, decided by the first cause. */
+	const char *final_phase;
+	const char *reason;
+	char message[256];
+	bool cancel;
+
+	int log_fd;
+	int64_t seq;
+	int64_t log_bytes;
+	bool truncated;
+
+	struct run *next;
+};
 
 struct supervisor {
 	struct db db;
@@ -15,16 +93,67 @@ struct supervisor {
 	struct json_object *runtimes; /* last probe result */
 	int64_t last_probe_ms;
 	bool registered; /* a heartbeat has reached the database */
+	bool listening;  /* LISTEN is active on db */
+	struct watch db_w;
+	struct run *runs;
+	int nruns;
+	unsigned slot; /* rotating uid-range slot */
+	bool stopping;
+	char state_root[512]; /* crun --root */
 };
+
+extern struct supervisor *sup;
 
 /* hostprep.c: make the host able to run containers (cgroup layout). */
 int hostprep_cgroups(void);
 
 /* probe.c: what each runtime can do here, as reported in `nodes`. */
 struct json_object *probe_runtimes(void);
+int run_capture(char *const argv[], int timeout_ms, char *out, size_t outlen);
 
-/* node.c: the supervisor's row in `nodes`. */
+/* node.c: the supervisor's row in `nodes`; the image catalog. */
 int node_heartbeat(struct supervisor *s);
 void node_retire(struct supervisor *s);
+void images_register(struct supervisor *s);
+
+/* queue.c: LISTEN/NOTIFY, claiming, leases, queue TTL, recovery. */
+int queue_listen(struct supervisor *s);
+void queue_claim(struct supervisor *s);
+void queue_tick(struct supervisor *s);
+void queue_recover(struct supervisor *s);
+void queue_poll(struct supervisor *s); /* notifications read by other queries */
+
+/* lifecycle.c: the run state machine. */
+void run_begin(struct json_object *row);
+void run_child_exited(pid_t pid, int status);
+void run_cancel(const char *run_id);
+void runs_shutdown(void);
+
+/* frames.c: the run's recorded stream (frames.jsonl). */
+int frames_open(struct run *r);
+void frames_event(struct run *r, const char *event, struct json_object *data);
+void frames_output(struct run *r, struct output *o, const unsigned char *buf,
+		   size_t len, bool final);
+/* An end frame for a run no sandbox of this process holds (queue TTL,
+ * recovery), appended after whatever frames the run already has. */
+void frames_append_end(const char *run_id, const char *phase, const char *reason,
+		       const char *message);
+
+/* runtime_oci.c: bundles and crun invocations. */
+int oci_write_bundle(struct run *r, char *err, size_t errlen);
+pid_t oci_spawn(struct run *r, const char *verb, int out_fd, int err_fd,
+		int status_fd);
+void oci_cleanup_leftovers(struct supervisor *s);
+
+/* workspace.c: the run's /workspace (a tmpfs with a size cap). */
+int workspace_create(struct run *r, char *err, size_t errlen);
+void workspace_destroy(struct run *r);
+void workspace_cleanup_leftovers(void);
+
+/* cgroup.c: resource usage measured by the kernel. */
+struct json_object *cgroup_usage(const char *cid, bool *oom_killed);
+
+/* seccomp.c */
+struct json_object *seccomp_profile(void);
 
 #endif

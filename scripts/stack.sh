@@ -88,6 +88,7 @@ cmd_up() {
 		[ -x "$BIN/$b" ] || die "$BIN/$b missing: run make first"
 	done
 	ensure_user
+	bash "$ROOT/scripts/images.sh" "${IMAGES_DIR:-$ROOT/images}"
 	mkdir -p "$DIR"/{logs,run,tls,data,nginx/tmp,pids,pg}
 	chmod 0755 "$DIR" "$DIR/run"
 	chmod 0750 "$DIR/logs"
@@ -122,7 +123,7 @@ cmd_up() {
 # docs/configuration.md may be added; the environment overrides this file.
 SANDBOX_DATABASE_URL = host=$DIR/run/pg port=5432 dbname=sandbox user=sandbox
 SANDBOX_DATA_ROOT = $DIR/data
-SANDBOX_IMAGES_DIR = $DIR/images
+SANDBOX_IMAGES_DIR = ${IMAGES_DIR:-$ROOT/images}
 SANDBOX_API_SOCKET = $DIR/run/api.sock
 SANDBOX_SUPERVISOR_SOCKET = $DIR/run/supervisor.sock
 SANDBOX_INIT_PATH = $BIN/sandbox-init

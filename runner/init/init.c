@@ -1,19 +1,250 @@
 /*
  * sandbox-init: PID 1 inside every sandbox.
  *
- * A small static binary bind-mounted read-only at /.sandbox-init. With
- * --probe it only proves that a container can start here (the
- * supervisor's runtime probe) and exits 0.
+ * Theory of operation
+ * -------------------
+ * A small static binary bind-mounted read-only at /.sandbox-init. The OCI
+ * runtime starts it as root of the sandbox's user namespace (an
+ * unprivileged uid on the host) holding only CAP_SETUID and CAP_SETGID,
+ * with no_new_privs and the seccomp filter already applied, in fresh pid,
+ * mount, network, ipc and uts namespaces.
+ *
+ *   supervisor ──pipes──> crun ──> sandbox-init (PID 1, uid 0 in userns)
+ *        ^   stdout/stderr of the run go straight to the supervisor
+ *        └── fd 3: the status channel (one line on start, the verdict at end)
+ *                           └──fork──> the run's command (uid/gid -u/-g)
+ *
+ * Keeper and inside (isolate's box_keeper/box_inside): the child sets its
+ * credentials in the order setgroups(0), setresgid, setresuid (which clears
+ * every capability), applies the rlimits, changes into the workspace and
+ * execs the command; an exec failure travels back over a close-on-exec
+ * error pipe. The parent drops its own capabilities, then only reaps
+ * zombies, forwards SIGTERM/SIGINT/SIGHUP to every process of the sandbox
+ * and, when the command exits, writes the verdict (STYLE 13: one field per
+ * line) to fd 3 and exits with the command's status, which takes the whole
+ * pid namespace down with it. The run's processes cannot touch fd 3 (closed
+ * on exec) nor ptrace PID 1 (another uid, no capabilities).
+ *
+ * Usage: sandbox-init --probe
+ *        sandbox-init -u UID -g GID [-n NOFILE] [-p NPROC] [-t CPU_SEC]
+ *                     [-w DIR] -- COMMAND [ARGS...]
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <grp.h>
+#include <linux/capability.h>
+
+#define STATUS_FD 3
+
+static int status_fd = -1;
+
+static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void report(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	if (status_fd < 0)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		(void)!write(status_fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+}
+
+static long parse_num(const char *s, long min, long max, const char *what)
+{
+	char *end = NULL;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || !*s || *end || v < min || v > max) {
+		fprintf(stderr, "sandbox-init: bad %s '%s'\n", what, s);
+		exit(126);
+	}
+	return v;
+}
+
+static double now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int set_limit(int res, rlim_t v)
+{
+	struct rlimit rl = { v, v };
+	return setrlimit(res, &rl);
+}
+
+/* Drop every capability of this process (the keeper needs none after the
+ * fork). */
+static void drop_caps(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	memset(d, 0, sizeof(d));
+	(void)syscall(SYS_capset, &h, d);
+}
+
+static void __attribute__((noreturn))
+inside(int errfd, uid_t uid, gid_t gid, long nofile, long nproc, long cpu,
+       const char *dir, char **argv, sigset_t *oldmask)
+{
+	int err;
+
+	(void)sigprocmask(SIG_SETMASK, oldmask, NULL);
+	(void)setsid();
+	/* Limits first, while we may still raise nothing but lower all. */
+	if (set_limit(RLIMIT_CORE, 0) < 0 ||
+	    (nofile > 0 && set_limit(RLIMIT_NOFILE, (rlim_t)nofile) < 0) ||
+	    (nproc > 0 && set_limit(RLIMIT_NPROC, (rlim_t)nproc) < 0) ||
+	    (cpu > 0 && set_limit(RLIMIT_CPU, (rlim_t)cpu) < 0))
+		goto fail;
+	/* Credentials: groups and gid before uid, uid last; the switch away
+	 * from uid 0 clears every capability. */
+	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+	    setresuid(uid, uid, uid) < 0)
+		goto fail;
+	if (getuid() == 0 || geteuid() == 0) {
+		errno = EPERM;
+		goto fail;
+	}
+	if (dir && chdir(dir) < 0)
+		goto fail;
+	execvp(argv[0], argv);
+fail:
+	err = errno;
+	(void)!write(errfd, &err, sizeof(err));
+	_exit(127);
+}
 
 int main(int argc, char **argv)
 {
+	long uid = -1, gid = -1, nofile = 0, nproc = 0, cpu = 0;
+	const char *dir = "/workspace";
+	sigset_t mask, oldmask;
+	int opt, ep[2];
+	pid_t child;
+
 	if (argc == 2 && strcmp(argv[1], "--probe") == 0) {
 		puts("sandbox-init probe ok");
 		return 0;
 	}
-	fprintf(stderr, "usage: sandbox-init --probe\n");
-	return 2;
+	while ((opt = getopt(argc, argv, "+u:g:n:p:t:w:")) != -1) {
+		switch (opt) {
+		case 'u': uid = parse_num(optarg, 1, 0x7ffffffe, "uid"); break;
+		case 'g': gid = parse_num(optarg, 1, 0x7ffffffe, "gid"); break;
+		case 'n': nofile = parse_num(optarg, 1, 1 << 20, "nofile"); break;
+		case 'p': nproc = parse_num(optarg, 1, 1 << 22, "nproc"); break;
+		case 't': cpu = parse_num(optarg, 1, 1 << 24, "cpu seconds"); break;
+		case 'w': dir = optarg; break;
+		default:
+			fprintf(stderr, "usage: sandbox-init -u UID -g GID [-n N] [-p N] "
+					"[-t SEC] [-w DIR] -- CMD...\n");
+			return 126;
+		}
+	}
+	if (optind >= argc || uid < 1 || gid < 1) {
+		fprintf(stderr, "sandbox-init: need -u, -g and a command\n");
+		return 126;
+	}
+	if (fcntl(STATUS_FD, F_GETFD) >= 0) {
+		status_fd = STATUS_FD;
+		(void)fcntl(status_fd, F_SETFD, FD_CLOEXEC);
+	}
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	(void)sigprocmask(SIG_BLOCK, &mask, &oldmask);
+
+	if (pipe2(ep, O_CLOEXEC) < 0)
+		return 126;
+	double t0 = now_sec();
+	child = fork();
+	if (child < 0) {
+		report("status=exec_failed\nerrno=%d\n", errno);
+		return 126;
+	}
+	if (child == 0)
+		inside(ep[1], (uid_t)uid, (gid_t)gid, nofile, nproc, cpu, dir,
+		       argv + optind, &oldmask);
+	close(ep[1]);
+	drop_caps();
+	(void)prctl(PR_SET_DUMPABLE, 0);
+
+	int child_errno = 0;
+	ssize_t n = read(ep[0], &child_errno, sizeof(child_errno));
+	close(ep[0]);
+	if (n == (ssize_t)sizeof(child_errno)) {
+		(void)waitpid(child, NULL, 0);
+		report("status=exec_failed\nerrno=%d\nmessage=%s\n", child_errno,
+		       strerror(child_errno));
+		return 127;
+	}
+	report("started=1\n");
+
+	int status = 0, code = 0;
+	struct rusage ru;
+	memset(&ru, 0, sizeof(ru));
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(&mask, &si);
+		if (sig < 0)
+			continue;
+		if (sig != SIGCHLD) {
+			/* Forward to every process of the sandbox. */
+			(void)kill(-1, sig);
+			continue;
+		}
+		int done = 0;
+		pid_t p;
+		int st;
+		struct rusage r;
+		while ((p = wait4(-1, &st, WNOHANG, &r)) > 0) {
+			if (p == child) {
+				status = st;
+				ru = r;
+				done = 1;
+			}
+		}
+		if (done)
+			break;
+	}
+	double wall = now_sec() - t0;
+	double cpu_used = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+			  (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+	if (WIFEXITED(status)) {
+		code = WEXITSTATUS(status);
+		report("status=exited\nexitcode=%d\n", code);
+	} else if (WIFSIGNALED(status)) {
+		code = 128 + WTERMSIG(status);
+		report("status=signaled\nsignal=%d\nexitcode=%d\n", WTERMSIG(status), code);
+	}
+	report("time=%.3f\ntime-wall=%.3f\nmax-rss=%ld\nend=1\n", cpu_used, wall,
+	       ru.ru_maxrss);
+	return code;
 }

@@ -1,0 +1,40 @@
+/* run_spec.h: validation of a POST /runs body into what the runs table
+ * stores. Every field the PRD defines is checked, every limit enforced,
+ * and every refusal names the field. */
+#ifndef SANDBOX_API_RUN_SPEC_H
+#define SANDBOX_API_RUN_SPEC_H
+
+#include "request.h"
+
+#define MAX_INLINE_FILES_BYTES (1024 * 1024)
+#define MAX_INLINE_FILES 100
+#define MAX_COMMAND_ARGS 256
+#define MAX_COMMAND_BYTES (256 * 1024)
+#define MAX_ENV_VARS 256
+#define MAX_ENV_BYTES (64 * 1024)
+#define MAX_CAPTURE_PATTERNS 64
+#define MAX_TIMEOUT_SEC 86400
+#define MAX_STARTUP_TIMEOUT_SEC 3600
+
+struct run_spec {
+	const char *spec_version;
+	const char *runtime;
+	const char *session_id;
+	const char *base_image;
+	struct json_object *command, *env, *files, *capture; /* borrowed */
+	int timeout_sec, startup_timeout_sec;
+	double cpu;
+	int memory_mb, pids;
+	char image[65];
+	char digest[80];
+};
+
+/* -1 after having answered with the error. */
+int run_spec_parse(struct request *r, struct json_object *body, struct run_spec *s);
+/* spec_version check shared with sessions; -1 after a 400. */
+int spec_version_check(struct request *r, struct json_object *body, const char **out);
+/* The runtime a request asks for (or the default) must be known and
+ * available; -1 after a 400/503. */
+int runtime_check(struct request *r, const char *runtime);
+
+#endif

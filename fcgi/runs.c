@@ -1,0 +1,352 @@
+/* runs.c: POST /runs, GET /runs/{id}, GET /runs/{id}/logs,
+ * POST /runs/{id}/cancel. The api only writes and reads rows; the
+ * supervisor that claims a run does everything else. */
+#include "idempotency.h"
+#include "router.h"
+#include "run_spec.h"
+#include "../lib/config.h"
+#include "../lib/crypto.h"
+#include "../lib/log.h"
+#include "../lib/policy.h"
+#include "../lib/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+/* The public shape of a run (GET /runs/{id}). */
+static const char RUN_JSON[] =
+	"json_build_object("
+	" 'id', id, 'run_id', id, 'session_id', session_id, 'phase', phase,"
+	" 'exit_code', exit_code, 'reason_code', reason_code, 'message', message,"
+	" 'spec_version', spec_version, 'runtime', runtime,"
+	" 'runtime_version', runtime_version, 'base_image', base_image,"
+	" 'image_digest', image_digest, 'policy_hash', policy_hash,"
+	" 'command', command, 'capture_patterns', capture_patterns,"
+	" 'network_policy', network_policy,"
+	" 'created_at', " TS("created_at") ", 'started_at', " TS("running_at") ","
+	" 'starting_at', " TS("started_at") ", 'finished_at', " TS("finished_at") ","
+	" 'timeout_sec', timeout_sec, 'startup_timeout_sec', startup_timeout_sec,"
+	" 'resource_usage', coalesce(resource_usage, json_build_object("
+	"   'log_bytes', log_bytes, 'artifact_bytes', artifact_bytes,"
+	"   'limits', json_build_object('cpu', cpu, 'memory_mb', memory_mb,"
+	"     'pids', pids_limit, 'nofile', nofile, 'nproc', nproc,"
+	"     'startup_timeout_sec', startup_timeout_sec, 'timeout_sec', timeout_sec)"
+	"   )::jsonb)"
+	")::text";
+
+static void stream_url(struct request *r, const char *id, char *out, size_t outlen)
+{
+	const char *pub = cfg_str(CFG_PUBLIC_URL), *host = req_param(r, "HTTP_HOST");
+	char base[300];
+
+	if (*pub) {
+		if (strncmp(pub, "https://", 8) == 0)
+			(void)snprintf(base, sizeof(base), "wss://%s", pub + 8);
+		else if (strncmp(pub, "http://", 7) == 0)
+			(void)snprintf(base, sizeof(base), "ws://%s", pub + 7);
+		else
+			(void)strlcpy_ok(base, pub, sizeof(base));
+	} else {
+		(void)snprintf(base, sizeof(base), "wss://%.200s", host ? host : "localhost");
+	}
+	(void)snprintf(out, outlen, "%s/api/v1/sandbox/runs/%s/stream", base, id);
+}
+
+static bool tx(struct request *r, const char *sql)
+{
+	PGresult *res = db_exec(r->db, sql, 0, NULL);
+	if (!res)
+		return false;
+	PQclear(res);
+	return true;
+}
+
+static void rollback(struct request *r)
+{
+	(void)tx(r, "ROLLBACK");
+}
+
+void h_runs_create(struct request *r)
+{
+	struct run_spec s;
+	const char *key = NULL;
+	char id[37], fp[65], policy[65], num[8][32], url[512];
+	struct json_object *body = req_json_body(r, (size_t)cfg_int(CFG_MAX_JSON_BODY_KB) * 1024);
+
+	if (!body)
+		return;
+	if (idem_key_from_request(r, &key) < 0 || run_spec_parse(r, body, &s) < 0) {
+		json_object_put(body);
+		return;
+	}
+	uuid_v4(id);
+	json_fingerprint(body, fp);
+	policy_hash(policy);
+
+	if (!tx(r, "BEGIN"))
+		goto dberr;
+	if (key) {
+		switch (idem_begin(r, "runs", key, fp, id)) {
+		case IDEM_NEW:
+			break;
+		case IDEM_REPLAY:
+			rollback(r);
+			respond_json(r, r->replay_status, r->replay_body);
+			r->replay_body = NULL;
+			json_object_put(body);
+			return;
+		case IDEM_CONFLICT:
+			rollback(r);
+			respond_error(r, 409, "idempotency_conflict", r->pending_error,
+				      "Idempotency-Key replay with different body");
+			r->pending_error = NULL;
+			json_object_put(body);
+			return;
+		case IDEM_ERROR:
+			goto dberr_rb;
+		}
+	}
+	/* Admission is serialised so queue_max_length is exact. */
+	PGresult *q = db_exec(
+		r->db,
+		"SELECT pg_advisory_xact_lock(hashtext('sandbox.queue')), "
+		" (SELECT count(*) FROM runs WHERE phase = 'queued'), "
+		" (SELECT count(*) FROM runs WHERE phase IN ('starting', 'running')), "
+		" (SELECT coalesce(avg(extract(epoch FROM finished_at - started_at)), 1) FROM "
+		"   (SELECT finished_at, started_at FROM runs WHERE finished_at IS NOT NULL "
+		"    AND started_at IS NOT NULL ORDER BY finished_at DESC LIMIT 50) t)::float8",
+		0, NULL);
+	if (!q)
+		goto dberr_rb;
+	long long queued = atoll(PQgetvalue(q, 0, 1));
+	long long active = atoll(PQgetvalue(q, 0, 2));
+	double avg = atof(PQgetvalue(q, 0, 3));
+	PQclear(q);
+	if (queued >= cfg_int(CFG_QUEUE_MAX_LENGTH)) {
+		rollback(r);
+		int retry = (int)(avg * (double)(queued + 1) / (double)cfg_int(CFG_MAX_CONCURRENT_RUNS)) + 1;
+		char hdr[64];
+		(void)snprintf(hdr, sizeof(hdr), "Retry-After: %d\r\n", retry);
+		struct json_object *d = json_object_new_object();
+		json_object_object_add(d, "queue_max_length",
+				       json_object_new_int64(cfg_int(CFG_QUEUE_MAX_LENGTH)));
+		json_object_object_add(d, "queued", json_object_new_int64(queued));
+		json_object_object_add(d, "retry_after_sec", json_object_new_int(retry));
+		respond_error_h(r, 429, hdr, "queue_full", d,
+				"the run queue is full (%lld queued); retry after %d s",
+				queued, retry);
+		log_msg(LOG_LVL_WARN, log_fields("reason", "queue_full", NULL), "queue full");
+		json_object_put(body);
+		return;
+	}
+	/* Where this run will start, roughly: waves of max_concurrent runs
+	 * of the recent average duration. */
+	long long ahead = queued + active - cfg_int(CFG_MAX_CONCURRENT_RUNS) + 1;
+	double eta = ahead > 0 ? avg * (double)(ahead / cfg_int(CFG_MAX_CONCURRENT_RUNS) + 1) : 0;
+
+	(void)snprintf(num[0], sizeof(num[0]), "%.4f", s.cpu);
+	(void)snprintf(num[1], sizeof(num[1]), "%d", s.memory_mb);
+	(void)snprintf(num[2], sizeof(num[2]), "%d", s.pids);
+	(void)snprintf(num[3], sizeof(num[3]), "%lld", (long long)cfg_int(CFG_ULIMIT_NOFILE));
+	(void)snprintf(num[4], sizeof(num[4]), "%lld", (long long)cfg_int(CFG_ULIMIT_NPROC));
+	(void)snprintf(num[5], sizeof(num[5]), "%d", s.timeout_sec);
+	(void)snprintf(num[6], sizeof(num[6]), "%d", s.startup_timeout_sec);
+	(void)snprintf(num[7], sizeof(num[7]), "%.3f", eta);
+	const char *src = req_param(r, "HTTP_X_SANDBOX_SOURCE");
+	const char *p[] = {
+		id, r->user.id, s.spec_version, s.runtime, s.base_image, s.image, s.digest,
+		json_object_to_json_string_ext(s.command, JSON_C_TO_STRING_PLAIN),
+		s.env ? json_object_to_json_string_ext(s.env, JSON_C_TO_STRING_PLAIN) : "{}",
+		s.files ? json_object_to_json_string_ext(s.files, JSON_C_TO_STRING_PLAIN) : NULL,
+		s.capture ? json_object_to_json_string_ext(s.capture, JSON_C_TO_STRING_PLAIN) : "[]",
+		num[0], num[1], num[2], num[3], num[4], num[5], num[6], policy,
+		r->request_id, src && strlen(src) <= 32 ? src : "API", num[7]
+	};
+	PGresult *ins = db_exec(
+		r->db,
+		"INSERT INTO runs (id, user_id, spec_version, runtime, base_image, image,"
+		"  image_digest, command, env, files, capture_patterns, cpu, memory_mb,"
+		"  pids_limit, nofile, nproc, timeout_sec, startup_timeout_sec, policy_hash,"
+		"  request_id, source) "
+		"VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10::jsonb,"
+		"  $11::jsonb, $12::float8, $13::int, $14::int, $15::int, $16::int, $17::int,"
+		"  $18::int, $19, $20, $21) "
+		"RETURNING " TS("created_at") ", "
+		TS("(now() + make_interval(secs => $22::float8))"),
+		22, p);
+	if (!ins)
+		goto dberr_rb;
+	struct json_object *out = json_object_new_object();
+	stream_url(r, id, url, sizeof(url));
+	json_object_object_add(out, "run_id", json_object_new_string(id));
+	json_object_object_add(out, "id", json_object_new_string(id));
+	json_object_object_add(out, "phase", json_object_new_string("queued"));
+	json_object_object_add(out, "spec_version", json_object_new_string(s.spec_version));
+	json_object_object_add(out, "runtime", json_object_new_string(s.runtime));
+	json_object_object_add(out, "base_image", json_object_new_string(s.base_image));
+	json_object_object_add(out, "image_digest", json_object_new_string(s.digest));
+	json_object_object_add(out, "policy_hash", json_object_new_string(policy));
+	json_object_object_add(out, "log_stream_url", json_object_new_string(url));
+	json_object_object_add(out, "created_at", json_object_new_string(PQgetvalue(ins, 0, 0)));
+	json_object_object_add(out, "estimated_start_time",
+			       json_object_new_string(PQgetvalue(ins, 0, 1)));
+	if (key)
+		json_object_object_add(out, "idempotency_key", json_object_new_string(key));
+	PQclear(ins);
+	if (key && idem_finish(r, "runs", key, 202, out) < 0) {
+		json_object_put(out);
+		goto dberr_rb;
+	}
+	if (!tx(r, "COMMIT")) {
+		json_object_put(out);
+		goto dberr;
+	}
+	log_msg(LOG_LVL_INFO,
+		log_fields("run_id", id, "user_id", r->user.id, "base_image", s.base_image,
+			   "runtime", s.runtime, "policy_hash", policy, NULL),
+		"run created");
+	json_object_put(body);
+	respond_json(r, 202, out);
+	return;
+dberr_rb:
+	rollback(r);
+dberr:
+	json_object_put(body);
+	respond_db_error(r);
+}
+
+/* The caller's run, or a 404 that says nothing about other users' runs. */
+static PGresult *own_run(struct request *r, const char *sql_cols)
+{
+	const char *id = r->params[0];
+	char sql[4096];
+
+	if (!uuid_valid(id)) {
+		respond_error(r, 404, "not_found", NULL, "run %.64s not found", id);
+		return NULL;
+	}
+	(void)snprintf(sql, sizeof(sql), "SELECT %s FROM runs WHERE id = $1::uuid AND user_id = $2",
+		       sql_cols);
+	const char *p[] = { id, r->user.id };
+	PGresult *res = db_exec(r->db, sql, 2, p);
+	if (!res) {
+		respond_db_error(r);
+		return NULL;
+	}
+	if (PQntuples(res) == 0) {
+		PQclear(res);
+		respond_error(r, 404, "not_found", NULL, "run %s not found", id);
+		return NULL;
+	}
+	return res;
+}
+
+void h_run_get(struct request *r)
+{
+	char url[512];
+	_cleanup_pgres_ PGresult *res = own_run(r, RUN_JSON);
+
+	if (!res)
+		return;
+	struct json_object *o = json_tokener_parse(PQgetvalue(res, 0, 0));
+	stream_url(r, r->params[0], url, sizeof(url));
+	json_object_object_add(o, "log_stream_url", json_object_new_string(url));
+	respond_json(r, 200, o);
+}
+
+/* The recorded frames as a JSON array (PRD WS frames), from ?from_seq=n. */
+void h_run_logs(struct request *r)
+{
+	_cleanup_pgres_ PGresult *res = own_run(r, "phase");
+	_cleanup_free_ char *from = NULL;
+	char path[700];
+	int64_t from_seq = 1;
+	const char *why;
+
+	if (!res)
+		return;
+	from = req_query(r, "from_seq");
+	if (from && parse_i64(from, 1, INT64_MAX, &from_seq, &why) < 0) {
+		respond_error(r, 400, "invalid_request", log_fields("field", "from_seq", NULL),
+			      "from_seq must be a positive integer");
+		return;
+	}
+	(void)snprintf(path, sizeof(path), "%s/runs/%s/frames.jsonl", cfg_str(CFG_DATA_ROOT),
+		       r->params[0]);
+	FILE *f = fopen(path, "re");
+	r->status = 200;
+	FCGX_FPrintF(r->fcgx->out, "Status: 200 OK\r\nContent-Type: application/json\r\n"
+				   "Cache-Control: no-store\r\n\r\n[");
+	if (f) {
+		char *line = NULL;
+		size_t cap = 0;
+		ssize_t n;
+		int64_t seq = 0;
+		bool first = true;
+		while ((n = getline(&line, &cap, f)) > 0) {
+			if (line[n - 1] != '\n')
+				break; /* a frame still being written */
+			seq++;
+			if (seq < from_seq)
+				continue;
+			if (!first)
+				FCGX_PutChar(',', r->fcgx->out);
+			FCGX_PutStr(line, (int)n - 1, r->fcgx->out);
+			first = false;
+		}
+		free(line);
+		fclose(f);
+	}
+	FCGX_PutChar(']', r->fcgx->out);
+}
+
+void h_run_cancel(struct request *r)
+{
+	const char *id = r->params[0];
+
+	if (!uuid_valid(id)) {
+		respond_error(r, 404, "not_found", NULL, "run %.64s not found", id);
+		return;
+	}
+	const char *p[] = { id, r->user.id };
+	/* A queued run ends at once; a started one is the supervisor's to
+	 * stop (the trigger NOTIFYs it). */
+	_cleanup_pgres_ PGresult *res = db_exec(
+		r->db,
+		"UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()),"
+		"  phase = CASE WHEN phase = 'queued' THEN 'killed' ELSE phase END,"
+		"  reason_code = CASE WHEN phase = 'queued' THEN 'canceled_by_user' ELSE reason_code END,"
+		"  message = CASE WHEN phase = 'queued' THEN 'canceled_by_user' ELSE message END,"
+		"  finished_at = CASE WHEN phase = 'queued' THEN now() ELSE finished_at END "
+		"WHERE id = $1::uuid AND user_id = $2 AND phase IN ('queued', 'starting', 'running') "
+		"RETURNING phase",
+		2, p);
+	if (!res) {
+		respond_db_error(r);
+		return;
+	}
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "run_id", json_object_new_string(id));
+	if (PQntuples(res) == 1) {
+		json_object_object_add(o, "cancelled", json_object_new_boolean(1));
+		json_object_object_add(o, "phase", json_object_new_string(PQgetvalue(res, 0, 0)));
+		json_object_object_add(o, "message", json_object_new_string("canceled_by_user"));
+		respond_json(r, 202, o);
+		return;
+	}
+	json_object_put(o);
+	_cleanup_pgres_ PGresult *cur = own_run(r, "phase");
+	if (!cur)
+		return;
+	o = json_object_new_object();
+	json_object_object_add(o, "run_id", json_object_new_string(id));
+	json_object_object_add(o, "cancelled", json_object_new_boolean(0));
+	json_object_object_add(o, "phase", json_object_new_string(PQgetvalue(cur, 0, 0)));
+	json_object_object_add(o, "message", json_object_new_string("the run had already finished"));
+	respond_json(r, 200, o);
+}

@@ -1,0 +1,277 @@
+/* runtime_oci.c: the daemonless `oci` runtime. Writes an OCI bundle
+ * (config.json) with every security default of the PRD and drives the OCI
+ * runtime binary (SANDBOX_OCI_RUNTIME: crun, runc or runsc) with
+ * create / start / delete, each a child process of the supervisor so the
+ * event loop never blocks on it. */
+#include "supervisor.h"
+#include "../lib/config.h"
+#include "../lib/log.h"
+#include "../lib/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static struct json_object *jstr(const char *s) { return json_object_new_string(s); }
+
+static struct json_object *strs(const char *const *v)
+{
+	struct json_object *a = json_object_new_array();
+	for (; *v; v++)
+		json_object_array_add(a, jstr(*v));
+	return a;
+}
+
+static void add_mount(struct json_object *mounts, const char *dst,
+		      const char *type, const char *src, const char *const *opts)
+{
+	struct json_object *m = json_object_new_object();
+	json_object_object_add(m, "destination", jstr(dst));
+	json_object_object_add(m, "type", jstr(type));
+	json_object_object_add(m, "source", jstr(src));
+	json_object_object_add(m, "options", strs(opts));
+	json_object_array_add(mounts, m);
+}
+
+static struct json_object *id_map(uid_t host)
+{
+	struct json_object *a = json_object_new_array();
+	struct json_object *m = json_object_new_object();
+	json_object_object_add(m, "containerID", json_object_new_int(0));
+	json_object_object_add(m, "hostID", json_object_new_int64(host));
+	json_object_object_add(m, "size", json_object_new_int(65536));
+	json_object_array_add(a, m);
+	return a;
+}
+
+static struct json_object *build_config(struct run *r)
+{
+	char num[6][24], rootfs[600], ws[600], tmpsz[64];
+	struct json_object *c = json_object_new_object();
+	struct json_object *proc = json_object_new_object();
+	struct json_object *user = json_object_new_object();
+	struct json_object *args = json_object_new_array();
+	struct json_object *env = json_object_new_array();
+	struct json_object *caps = json_object_new_object();
+	struct json_object *root = json_object_new_object();
+	struct json_object *mounts = json_object_new_array();
+	struct json_object *lx = json_object_new_object();
+	struct json_object *res = json_object_new_object();
+	struct json_object *mem = json_object_new_object();
+	struct json_object *cpu = json_object_new_object();
+	struct json_object *pids = json_object_new_object();
+	struct json_object *ns = json_object_new_array();
+	/* init keeps exactly what it needs to drop to the run's uid. */
+	static const char *const initcaps[] = { "CAP_SETUID", "CAP_SETGID",
+						"CAP_SETPCAP", NULL };
+
+	json_object_object_add(c, "ociVersion", jstr("1.0.2"));
+	json_object_object_add(proc, "terminal", json_object_new_boolean(0));
+	json_object_object_add(user, "uid", json_object_new_int(0));
+	json_object_object_add(user, "gid", json_object_new_int(0));
+	json_object_object_add(user, "additionalGids", json_object_new_array());
+	json_object_object_add(proc, "user", user);
+
+	(void)snprintf(num[0], sizeof(num[0]), "%u", (unsigned)r->uid);
+	(void)snprintf(num[1], sizeof(num[1]), "%d", r->nofile);
+	(void)snprintf(num[2], sizeof(num[2]), "%d", r->nproc);
+	/* RLIMIT_CPU: the execution timeout plus 2 s of grace (PRD §12),
+	 * a last line behind the supervisor's own timer. */
+	(void)snprintf(num[3], sizeof(num[3]), "%d", r->timeout_sec + 2);
+	const char *initargs[] = { "/.sandbox-init", "-u", num[0], "-g", num[0],
+				   "-n", num[1], "-p", num[2], "-t", num[3],
+				   "-w", "/workspace", "--", NULL };
+	for (const char *const *a = initargs; *a; a++)
+		json_object_array_add(args, jstr(*a));
+	struct json_object *cmd = NULL, *envo = NULL;
+	json_object_object_get_ex(r->row, "command", &cmd);
+	for (size_t i = 0; i < json_object_array_length(cmd); i++)
+		json_object_array_add(args, json_object_get(json_object_array_get_idx(cmd, i)));
+	json_object_object_add(proc, "args", args);
+
+	json_object_array_add(env, jstr("PATH=/usr/local/bin:/usr/bin:/bin"));
+	json_object_array_add(env, jstr("HOME=/workspace"));
+	json_object_array_add(env, jstr("TMPDIR=/tmp"));
+	json_object_array_add(env, jstr("LANG=C.UTF-8"));
+	json_object_object_get_ex(r->row, "env", &envo);
+	if (envo && json_object_is_type(envo, json_type_object)) {
+		json_object_object_foreach(envo, k, v)
+		{
+			size_t n = strlen(k) + strlen(json_object_get_string(v)) + 2;
+			char *kv = xcalloc(1, n);
+			(void)snprintf(kv, n, "%s=%s", k, json_object_get_string(v));
+			json_object_array_add(env, jstr(kv));
+			free(kv);
+		}
+	}
+	json_object_object_add(proc, "env", env);
+	json_object_object_add(proc, "cwd", jstr("/"));
+	json_object_object_add(caps, "bounding", strs(initcaps));
+	json_object_object_add(caps, "effective", strs(initcaps));
+	json_object_object_add(caps, "permitted", strs(initcaps));
+	json_object_object_add(proc, "capabilities", caps);
+	json_object_object_add(proc, "noNewPrivileges", json_object_new_boolean(1));
+	json_object_object_add(proc, "oomScoreAdj", json_object_new_int(1000));
+	json_object_object_add(c, "process", proc);
+
+	(void)snprintf(rootfs, sizeof(rootfs), "%s/%s/rootfs",
+		       cfg_str(CFG_IMAGES_DIR), r->image);
+	json_object_object_add(root, "path", jstr(rootfs));
+	json_object_object_add(root, "readonly", json_object_new_boolean(1));
+	json_object_object_add(c, "root", root);
+	json_object_object_add(c, "hostname", jstr("sandbox"));
+
+	(void)snprintf(ws, sizeof(ws), "%s/workspace", r->dir);
+	(void)snprintf(tmpsz, sizeof(tmpsz), "size=%lldm",
+		       (long long)cfg_int(CFG_WORKSPACE_CAP_MB));
+	const char *const procopts[] = { "nosuid", "noexec", "nodev", NULL };
+	const char *const devopts[] = { "nosuid", "noexec", "strictatime", "mode=755",
+					"size=1m", NULL };
+	const char *const ptsopts[] = { "nosuid", "noexec", "newinstance",
+					"ptmxmode=0666", "mode=0620", NULL };
+	const char *const shmopts[] = { "nosuid", "noexec", "nodev", "mode=1777",
+					"size=64m", NULL };
+	const char *const tmpopts[] = { "nosuid", "noexec", "nodev", "mode=1777",
+					tmpsz, NULL };
+	const char *const wsopts[] = { "rbind", "nosuid", "noexec", "nodev", "rw",
+				       NULL };
+	const char *const initopts[] = { "bind", "ro", "nosuid", "nodev", NULL };
+	add_mount(mounts, "/proc", "proc", "proc", procopts);
+	add_mount(mounts, "/dev", "tmpfs", "tmpfs", devopts);
+	add_mount(mounts, "/dev/pts", "devpts", "devpts", ptsopts);
+	add_mount(mounts, "/dev/shm", "tmpfs", "shm", shmopts);
+	add_mount(mounts, "/tmp", "tmpfs", "tmpfs", tmpopts);
+	add_mount(mounts, "/workspace", "bind", ws, wsopts);
+	add_mount(mounts, "/.sandbox-init", "bind", cfg_str(CFG_INIT_PATH), initopts);
+	json_object_object_add(c, "mounts", mounts);
+
+	/* The sandbox's uid 0 is an unprivileged host uid of its own range. */
+	json_object_object_add(lx, "uidMappings", id_map(r->host_base));
+	json_object_object_add(lx, "gidMappings", id_map(r->host_base));
+	static const char *const nstypes[] = { "pid", "network", "ipc", "uts",
+					       "mount", "user", "cgroup", NULL };
+	for (const char *const *t = nstypes; *t; t++) {
+		struct json_object *n = json_object_new_object();
+		json_object_object_add(n, "type", jstr(*t));
+		json_object_array_add(ns, n);
+	}
+	json_object_object_add(lx, "namespaces", ns);
+	char cg[96];
+	(void)snprintf(cg, sizeof(cg), "/sandbox/%s", r->cid);
+	json_object_object_add(lx, "cgroupsPath", jstr(cg));
+	int64_t membytes = (int64_t)r->memory_mb * 1048576;
+	json_object_object_add(mem, "limit", json_object_new_int64(membytes));
+	/* memory+swap equal to memory: no swap. */
+	json_object_object_add(mem, "swap", json_object_new_int64(membytes));
+	json_object_object_add(res, "memory", mem);
+	json_object_object_add(cpu, "period", json_object_new_int(100000));
+	json_object_object_add(cpu, "quota",
+			       json_object_new_int64((int64_t)(r->cpu * 100000)));
+	json_object_object_add(res, "cpu", cpu);
+	json_object_object_add(pids, "limit", json_object_new_int(r->pids));
+	json_object_object_add(res, "pids", pids);
+	json_object_object_add(lx, "resources", res);
+	static const char *const masked[] = {
+		"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+		"/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap", NULL
+	};
+	static const char *const ro[] = { "/proc/asound", "/proc/bus", "/proc/fs",
+					  "/proc/irq", "/proc/sys",
+					  "/proc/sysrq-trigger", NULL };
+	json_object_object_add(lx, "maskedPaths", strs(masked));
+	json_object_object_add(lx, "readonlyPaths", strs(ro));
+	json_object_object_add(lx, "seccomp", seccomp_profile());
+	json_object_object_add(c, "linux", lx);
+	return c;
+}
+
+int oci_write_bundle(struct run *r, char *err, size_t errlen)
+{
+	char path[700];
+	struct json_object *c = build_config(r);
+	const char *s = json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN);
+	int fd, rc = 0;
+
+	(void)snprintf(path, sizeof(path), "%s/config.json", r->dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, s, strlen(s)) != (ssize_t)strlen(s)) {
+		(void)snprintf(err, errlen, "writing %s: %s", path, strerror(errno));
+		rc = -1;
+	}
+	if (fd >= 0)
+		close(fd);
+	json_object_put(c);
+	return rc;
+}
+
+/* Run `RUNTIME --root STATE --log FILE VERB ... CID` as a child. For
+ * create, the sandbox inherits out/err as its stdout/stderr and status_fd
+ * as fd 3. Returns the child's pid or -1. */
+pid_t oci_spawn(struct run *r, const char *verb, int out_fd, int err_fd,
+		int status_fd)
+{
+	char logarg[700], pidfile[700], bundle[600];
+	pid_t pid;
+
+	(void)snprintf(logarg, sizeof(logarg), "--log=file:%s/crun.log", r->dir);
+	(void)snprintf(pidfile, sizeof(pidfile), "%s/init.pid", r->dir);
+	(void)snprintf(bundle, sizeof(bundle), "%s", r->dir);
+	pid = fork();
+	if (pid != 0)
+		return pid;
+
+	/* child */
+	sigset_t all;
+	sigemptyset(&all);
+	(void)sigprocmask(SIG_SETMASK, &all, NULL);
+	int devnull = open("/dev/null", O_RDWR);
+	(void)dup2(devnull, 0);
+	(void)dup2(out_fd >= 0 ? out_fd : devnull, 1);
+	(void)dup2(err_fd >= 0 ? err_fd : devnull, 2);
+	if (status_fd >= 0) {
+		(void)dup2(status_fd, 3);
+	}
+	const char *rt = cfg_str(CFG_OCI_RUNTIME);
+	if (strcmp(verb, "create") == 0) {
+		execlp(rt, rt, "--root", sup->state_root, logarg, "create", "--bundle",
+		       bundle, "--preserve-fds", "1", "--pid-file", pidfile, r->cid,
+		       (char *)NULL);
+	} else if (strcmp(verb, "delete") == 0) {
+		execlp(rt, rt, "--root", sup->state_root, logarg, "delete", "--force",
+		       r->cid, (char *)NULL);
+	} else {
+		execlp(rt, rt, "--root", sup->state_root, logarg, verb, r->cid,
+		       (char *)NULL);
+	}
+	_exit(127);
+}
+
+/* After a crash: every container in our state root belongs to a run that
+ * this supervisor no longer tracks. Delete them all (crun also removes
+ * their cgroups). */
+void oci_cleanup_leftovers(struct supervisor *s)
+{
+	char out[65536];
+	const char *rt = cfg_str(CFG_OCI_RUNTIME);
+	char *argv[] = { (char *)rt, "--root", s->state_root, "list", "-q", NULL };
+
+	if (run_capture(argv, 10000, out, sizeof(out)) != 0)
+		return;
+	for (char *save = NULL, *id = strtok_r(out, "\n", &save); id;
+	     id = strtok_r(NULL, "\n", &save)) {
+		id = strtrim(id);
+		if (strncmp(id, "sbx-", 4) != 0)
+			continue;
+		char ignored[512];
+		char *dargv[] = { (char *)rt, "--root", s->state_root, "delete",
+				  "--force", id, NULL };
+		int rc = run_capture(dargv, 10000, ignored, sizeof(ignored));
+		log_msg(rc == 0 ? LOG_LVL_INFO : LOG_LVL_WARN,
+			log_fields("container", id, NULL),
+			"recovery: removed leftover container");
+	}
+}
