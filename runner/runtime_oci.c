@@ -8,6 +8,7 @@
 #include "../lib/log.h"
 #include "../lib/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -64,9 +65,11 @@ static struct json_object *build_config(struct run *r)
 	struct json_object *cpu = json_object_new_object();
 	struct json_object *pids = json_object_new_object();
 	struct json_object *ns = json_object_new_array();
-	/* init keeps exactly what it needs to drop to the run's uid. */
+	/* init keeps exactly what it needs: to drop to the run's uid and
+	 * empty the bounding set (SETUID, SETGID, SETPCAP), and to forward
+	 * SIGTERM to processes of that uid (KILL). The command gets none. */
 	static const char *const initcaps[] = { "CAP_SETUID", "CAP_SETGID",
-						"CAP_SETPCAP", NULL };
+						"CAP_SETPCAP", "CAP_KILL", NULL };
 
 	json_object_object_add(c, "ociVersion", jstr("1.0.2"));
 	json_object_object_add(proc, "terminal", json_object_new_boolean(0));
@@ -250,6 +253,33 @@ pid_t oci_spawn(struct run *r, const char *verb, int out_fd, int err_fd,
 	_exit(127);
 }
 
+/* Empty sandbox cgroups left by containers that died with a supervisor
+ * (crun delete could not run). A cgroup that still has tasks cannot be
+ * removed, so a live sandbox of another supervisor is never touched. */
+static void cleanup_cgroups(void)
+{
+	static const char *const roots[] = { "/sys/fs/cgroup/sandbox", "/sys/fs/cgroup/memory/sandbox",
+					     "/sys/fs/cgroup/pids/sandbox", "/sys/fs/cgroup/cpu/sandbox",
+					     "/sys/fs/cgroup/cpuacct/sandbox", "/sys/fs/cgroup/cpuset/sandbox",
+					     "/sys/fs/cgroup/devices/sandbox", "/sys/fs/cgroup/freezer/sandbox",
+					     "/sys/fs/cgroup/blkio/sandbox", "/sys/fs/cgroup/hugetlb/sandbox",
+					     "/sys/fs/cgroup/systemd/sandbox", NULL };
+	for (const char *const *root = roots; *root; root++) {
+		DIR *d = opendir(*root);
+		struct dirent *e;
+		if (!d)
+			continue;
+		while ((e = readdir(d)) != NULL) {
+			char p[1024];
+			if (strncmp(e->d_name, "sbx-", 4) != 0)
+				continue;
+			(void)snprintf(p, sizeof(p), "%s/%s", *root, e->d_name);
+			(void)rmdir(p);
+		}
+		closedir(d);
+	}
+}
+
 /* After a crash: every container in our state root belongs to a run that
  * this supervisor no longer tracks. Delete them all (crun also removes
  * their cgroups). */
@@ -259,8 +289,10 @@ void oci_cleanup_leftovers(struct supervisor *s)
 	const char *rt = cfg_str(CFG_OCI_RUNTIME);
 	char *argv[] = { (char *)rt, "--root", s->state_root, "list", "-q", NULL };
 
-	if (run_capture(argv, 10000, out, sizeof(out)) != 0)
+	if (run_capture(argv, 10000, out, sizeof(out)) != 0) {
+		cleanup_cgroups();
 		return;
+	}
 	for (char *save = NULL, *id = strtok_r(out, "\n", &save); id;
 	     id = strtok_r(NULL, "\n", &save)) {
 		id = strtrim(id);
@@ -274,4 +306,5 @@ void oci_cleanup_leftovers(struct supervisor *s)
 			log_fields("container", id, NULL),
 			"recovery: removed leftover container");
 	}
+	cleanup_cgroups();
 }

@@ -22,8 +22,12 @@ PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 die() { echo "stack: $*" >&2; exit 1; }
 say() { [ -n "${STACK_QUIET:-}" ] || echo "stack: $*" >&2; }
 
-alive() { # pidfile
-	[ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+alive() { # pidfile; a zombie (dead, not yet reaped) is not alive
+	local pid
+	[ -f "$1" ] || return 1
+	pid=$(cat "$1")
+	kill -0 "$pid" 2>/dev/null || return 1
+	[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
 }
 
 ensure_user() {
@@ -196,10 +200,11 @@ stop_pidfile() {
 	local pidfile=$1 pid i
 	[ -f "$pidfile" ] || return 0
 	pid=$(cat "$pidfile")
-	if kill -0 "$pid" 2>/dev/null; then
+	if alive "$pidfile"; then
 		kill -TERM "$pid" 2>/dev/null || true
-		for i in $(seq 1 50); do
-			kill -0 "$pid" 2>/dev/null || break
+		# The supervisor ends its sandboxes first: give it time.
+		for i in $(seq 1 200); do
+			alive "$pidfile" || break
 			sleep 0.1
 		done
 		kill -KILL "$pid" 2>/dev/null || true
@@ -214,6 +219,14 @@ cmd_down() {
 	stop_pidfile "$DIR/pids/nginx.pid"
 	stop_pidfile "$DIR/pids/api.pid"
 	stop_pidfile "$DIR/pids/supervisor.pid"
+	# Whatever a killed supervisor could not clean: containers, mounts.
+	if [ -d "$DIR/data/oci-state" ]; then
+		for c in $(crun --root "$DIR/data/oci-state" list -q 2>/dev/null); do
+			crun --root "$DIR/data/oci-state" delete --force "$c" >/dev/null 2>&1 || true
+		done
+	fi
+	grep -o " $DIR/data/runs/[^ ]*/workspace " /proc/self/mountinfo 2>/dev/null |
+		while read -r m; do umount -l "$m" 2>/dev/null || true; done || true
 	pg_stop "$DIR"
 }
 

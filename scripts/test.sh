@@ -38,6 +38,12 @@ if [ "$SAN" = 1 ]; then
 	export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 fi
+# Limits small enough that the suite can hit them quickly.
+export STACK_EXTRA_CONF="SANDBOX_QUEUE_MAX_LENGTH = 6
+SANDBOX_USER_MAX_CONCURRENT_RUNS = 4
+SANDBOX_CANCEL_GRACE_SECONDS = 2
+SANDBOX_WORKSPACE_CAP_MB = 64
+SANDBOX_MAX_LOG_BYTES = 1048576"
 bash scripts/stack.sh up "$STACK" "$PORT"
 export TEST_STACK_DIR="$STACK" TEST_ROOT="$ROOT" TEST_BUILD="$ROOT/$BUILD"
 /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/integration "$@"

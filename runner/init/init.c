@@ -95,14 +95,15 @@ static int set_limit(int res, rlim_t v)
 	return setrlimit(res, &rl);
 }
 
-/* Drop every capability of this process (the keeper needs none after the
- * fork). */
+/* After the fork the keeper needs one capability: CAP_KILL, to forward
+ * SIGTERM to the run's processes (another uid). Everything else goes. */
 static void drop_caps(void)
 {
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct d[2];
 
 	memset(d, 0, sizeof(d));
+	d[0].effective = d[0].permitted = 1u << CAP_KILL;
 	(void)syscall(SYS_capset, &h, d);
 }
 
@@ -114,6 +115,11 @@ inside(int errfd, uid_t uid, gid_t gid, long nofile, long nproc, long cpu,
 
 	(void)sigprocmask(SIG_SETMASK, oldmask, NULL);
 	(void)setsid();
+	/* Empty the bounding set: nothing the command runs can ever regain a
+	 * capability (no_new_privs already forbids setuid binaries). */
+	for (int cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			goto fail;
 	/* Limits first, while we may still raise nothing but lower all. */
 	if (set_limit(RLIMIT_CORE, 0) < 0 ||
 	    (nofile > 0 && set_limit(RLIMIT_NOFILE, (rlim_t)nofile) < 0) ||

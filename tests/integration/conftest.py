@@ -131,3 +131,96 @@ def user_key():
     yield key
     key_id = "key_" + key.split("_")[1]
     sandboxctl("key", "revoke", key_id, check=False)
+
+
+TERMINAL = {"completed", "failed", "timed_out", "killed"}
+
+
+def effective_config():
+    """The stack's effective configuration, as `sandbox-api -n` prints it."""
+    r = subprocess.run([os.path.join(BUILD, "sandbox-api"), "-n"], env=server_env(),
+                       capture_output=True, text=True, timeout=20, check=True)
+    out = {}
+    for line in r.stdout.splitlines():
+        if " = " in line and not line.startswith("#"):
+            k, v = line.split(" = ", 1)
+            out[k] = v
+    return out
+
+
+def submit(client, body=None, headers=None, **fields):
+    spec = {"spec_version": "1.0", "base_image": "python:3.11-slim"}
+    if body:
+        spec.update(body)
+    spec.update(fields)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    return client.post("/runs", data=json.dumps(spec), headers=h)
+
+
+def wait_run(client, run_id, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        r = client.get(f"/runs/{run_id}")
+        assert r.status_code == 200, r.text
+        body = r.json()
+        if body["phase"] in TERMINAL:
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"run {run_id} still {body['phase']} after {timeout}s")
+        time.sleep(0.05)
+
+
+def wait_phase(client, run_id, phase, timeout=30):
+    return wait_for(lambda: client.get(f"/runs/{run_id}").json()["phase"] == phase,
+                    timeout=timeout, interval=0.05)
+
+
+def run(client, timeout=60, **fields):
+    """Submit a run and wait for its end: (final run, frames)."""
+    r = submit(client, **fields)
+    assert r.status_code == 202, r.text
+    final = wait_run(client, r.json()["run_id"], timeout)
+    return final, frames(client, final["id"])
+
+
+def frames(client, run_id):
+    r = client.get(f"/runs/{run_id}/logs")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def output(fr, stream="stdout"):
+    import base64
+    data = b""
+    for f in fr:
+        if f["type"] == stream:
+            data += (base64.b64decode(f["data"]) if f["encoding"] == "base64"
+                     else f["data"].encode())
+    return data
+
+
+def py(code, **fields):
+    """Fields for a Python one-shot run."""
+    fields.setdefault("base_image", "python:3.11-slim")
+    return dict(command=["python3", "-c", code], **fields)
+
+
+def host_leftovers():
+    """Containers, workspace mounts and cgroups the stack left behind."""
+    state = os.path.join(STACK, "data", "oci-state")
+    out = subprocess.run(["crun", "--root", state, "list", "-q"], capture_output=True,
+                         text=True).stdout.split()
+    mounts = [l.split()[4] for l in open("/proc/self/mountinfo")
+              if os.path.join(STACK, "data", "runs") in l.split()[4]]
+    cgroups = []
+    for ctrl in ("memory", "pids", "cpuacct"):
+        d = f"/sys/fs/cgroup/{ctrl}/sandbox"
+        if os.path.isdir(d):
+            cgroups += [x for x in os.listdir(d) if x.startswith("sbx-")]
+    return {"containers": out, "mounts": mounts, "cgroups": cgroups}
+
+
+def wait_no_leftovers(timeout=10):
+    return wait_for(lambda: host_leftovers() == {"containers": [], "mounts": [], "cgroups": []},
+                    timeout=timeout)

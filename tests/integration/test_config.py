@@ -16,7 +16,7 @@ def test_check_mode_prints_config_with_secrets_redacted():
         r = _run(b, "-n")
         assert r.returncode == 0, r.stderr
         assert "# configuration ok" in r.stdout
-        assert "SANDBOX_MAX_LOG_BYTES = 10485760" in r.stdout
+        assert "SANDBOX_QUEUE_TTL_SEC = 120" in r.stdout
         assert "SANDBOX_WS_SIGNING_SECRET = [redacted]" in r.stdout
         secret = [l for l in open(server_env()["SANDBOX_CONFIG_FILE"])
                   if l.startswith("SANDBOX_WS_SIGNING_SECRET")][0].split("=")[1].strip()

@@ -1,4 +1,5 @@
 """GET /runtimes: every discovery field of the PRD, with types."""
+from conftest import effective_config
 
 
 def test_runtimes_fields_and_types(admin):
@@ -8,16 +9,15 @@ def test_runtimes_fields_and_types(admin):
     assert body["store_mode"] == "postgres"
     assert body["supported_spec_versions"] == ["1.0"]
     rts = {rt["name"]: rt for rt in body["runtimes"]}
+    cfg = effective_config()
     assert set(rts) == {"oci", "docker", "firecracker"}
     for rt in rts.values():
         assert isinstance(rt["available"], bool)
         assert isinstance(rt["default_images"], list)
         assert isinstance(rt["max_cpu"], float) and rt["max_cpu"] == 4.0
-        for k, v in [("max_mem_mb", 8192), ("max_upload_mb", 64),
-                     ("max_log_bytes", 10485760), ("queue_max_length", 100),
-                     ("queue_ttl_sec", 120), ("workspace_cap_mb", 256),
-                     ("artifact_ttl_hours", 24)]:
-            assert type(rt[k]) is int and rt[k] == v, (k, rt[k])
+        for k in ("max_mem_mb", "max_upload_mb", "max_log_bytes", "queue_max_length",
+                  "queue_ttl_sec", "workspace_cap_mb", "artifact_ttl_hours"):
+            assert type(rt[k]) is int and rt[k] == int(cfg["SANDBOX_" + k.upper()]), (k, rt[k])
         assert rt["supported_spec_versions"] == ["1.0"]
         assert rt["interactive_supported"] is False
         assert rt["egress_allowlist_supported"] is False
@@ -29,3 +29,11 @@ def test_runtimes_fields_and_types(admin):
     assert "microVM" in rts["firecracker"]["notes"]
     assert rts["docker"]["available"] is False
     assert rts["docker"]["notes"]
+    # The image catalog: every image with its digest, aliases resolved.
+    images = {i["name"]: i for i in body["images"]}
+    assert set(images) >= {"python", "node", "shell"}
+    for i in images.values():
+        assert i["digest"].startswith("sha256:") and len(i["digest"]) == 71
+    assert "python:3.11-slim" in images["python"]["aliases"]
+    assert "node:20-alpine" in images["node"]["aliases"]
+    assert f"python:3.11-slim@{images['python']['digest']}" in rts["oci"]["default_images"]
