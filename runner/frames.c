@@ -154,7 +154,8 @@ void frames_output(struct run *r, struct output *o, const unsigned char *buf,
 	n = o->ncarry;
 	if (len > sizeof(chunk) - n)
 		len = sizeof(chunk) - n;
-	memcpy(chunk + n, buf, len);
+	if (len)
+		memcpy(chunk + n, buf, len);
 	n += len;
 	o->ncarry = 0;
 	keep = final ? n : complete_prefix(chunk, n);
