@@ -47,6 +47,7 @@ help:
 	@echo "make images  build the sandbox root filesystems (mmdebstrap) into images/"
 	@echo "make test    the whole suite on a private stack (unit + integration)"
 	@echo "make check   the same suite built with ASan+UBSan"
+	@echo "make bench   run latency and throughput against bare crun"
 
 deps:
 	@sh scripts/deps.sh
@@ -96,6 +97,9 @@ test: deps
 
 check: deps
 	@BUILD=build-san SAN=1 bash scripts/test.sh
+
+bench: deps
+	@bash scripts/bench.sh
 
 clean:
 	rm -rf build build-san

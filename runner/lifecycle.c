@@ -3,22 +3,24 @@
  *   state        event                      → action, next state
  *   ---------    -------------------------  ---------------------------------
  *   (claimed)    run_begin                  workspace, bundle, pipes,
- *                                           `crun create` → CREATING
- *   CREATING     create exited 0            read init pid, `crun start`
- *                                           → STARTING
- *   CREATING     create failed              provision_failed → (drain)
+ *                                           `crun run --detach` → CREATING
+ *   CREATING     run exited 0               read init pid → STARTING
+ *   CREATING     run failed                 provision_failed → (drain)
  *   STARTING     status "started=1"         phase running, exec timer
  *                                           → RUNNING
- *   STARTING     start failed               provision_failed, KILL init
  *   CREATING/    startup deadline           timed_out/startup_timeout, KILL
  *   STARTING
  *   RUNNING      exec deadline              timed_out/execution_timeout, KILL
  *   any          cancel                     killed/canceled_by_user, TERM,
  *                                           KILL after the grace period
  *   any          init exited + pipes at EOF usage from cgroups, verdict,
+ *                                           end frame, terminal row,
  *                                           `crun delete` → DELETING
- *   DELETING     delete exited              unmount workspace, end frame,
- *                                           terminal row → (freed)
+ *   DELETING     delete exited              unmount workspace → (freed)
+ *
+ * The result is recorded before the sandbox is deleted: a client sees the
+ * end as soon as the command's end is known; the slot stays taken until
+ * the cleanup is through.
  *
  * The first cause of an end wins (a cancel during a timeout stays a
  * timeout). Everything happens in the event loop: child processes report
@@ -41,6 +43,7 @@
 #include <sys/wait.h>
 
 static void maybe_finish(struct run *r);
+static void record_end(struct run *r);
 
 static struct json_object *fields(struct run *r)
 {
@@ -306,6 +309,7 @@ static void begin_delete(struct run *r)
 	}
 	json_object_object_add(r->row, "__exit_code", json_object_new_int(exit_code));
 	json_object_object_add(r->row, "__usage", u);
+	record_end(r);
 
 	r->state = RS_DELETING;
 	r->helper_kind = CHILD_DELETE;
@@ -314,20 +318,13 @@ static void begin_delete(struct run *r)
 		run_child_exited(-1, 0);
 }
 
-/* The end: the terminal row, the end frame, everything released. */
-static void complete(struct run *r)
+/* The end: the end frame and the terminal row. */
+static void record_end(struct run *r)
 {
 	struct json_object *u = NULL, *ec = NULL;
 	char exitbuf[16], logb[24];
 	const char *rtv = "";
 	struct json_object *oci = NULL, *ver = NULL;
-
-	workspace_destroy(r);
-	char path[700];
-	(void)snprintf(path, sizeof(path), "%s/config.json", r->dir);
-	(void)unlink(path);
-	(void)snprintf(path, sizeof(path), "%s/init.pid", r->dir);
-	(void)unlink(path);
 
 	json_object_object_get_ex(r->row, "__usage", &u);
 	json_object_object_get_ex(r->row, "__exit_code", &ec);
@@ -372,8 +369,18 @@ static void complete(struct run *r)
 			   r->final_phase, "reason_code", r->reason, "exit_code",
 			   exit_code >= 0 ? exitbuf : NULL, NULL),
 		"run ended");
+}
 
-	/* Unlink and free. */
+/* The sandbox is gone: release what is left and free the run. */
+static void complete(struct run *r)
+{
+	char path[700];
+
+	workspace_destroy(r);
+	(void)snprintf(path, sizeof(path), "%s/config.json", r->dir);
+	(void)unlink(path);
+	(void)snprintf(path, sizeof(path), "%s/init.pid", r->dir);
+	(void)unlink(path);
 	for (struct run **pp = &sup->runs; *pp; pp = &(*pp)->next) {
 		if (*pp == r) {
 			*pp = r->next;
@@ -437,6 +444,25 @@ static void crun_error(struct run *r, char *out, size_t outlen)
 	fclose(f);
 }
 
+/* Exits of processes nobody claimed yet. A sandbox's PID 1 can exit
+ * before `crun run --detach` has returned and told us its pid; its exit is
+ * kept here until then. Bounded: the oldest entries fall out. */
+#define ORPHANS 256
+static struct { pid_t pid; int status; } orphans[ORPHANS];
+static unsigned orphan_next;
+
+static bool orphan_take(pid_t pid, int *status)
+{
+	for (unsigned i = 0; i < ORPHANS; i++) {
+		if (orphans[i].pid == pid && pid > 0) {
+			*status = orphans[i].status;
+			orphans[i].pid = 0;
+			return true;
+		}
+	}
+	return false;
+}
+
 void run_child_exited(pid_t pid, int status)
 {
 	for (struct run *r = sup->runs; r; r = r->next) {
@@ -457,27 +483,22 @@ void run_child_exited(pid_t pid, int status)
 		case CHILD_CREATE:
 			if (ok) {
 				read_init_pid(r);
+				int st;
+				if (orphan_take(r->init_pid, &st)) {
+					r->init_exited = true;
+					r->init_status = st;
+				}
 				if (r->final_phase) {
 					kill_now(r);
 					break;
 				}
-				r->state = RS_STARTING;
-				r->helper_kind = CHILD_START;
-				r->helper = oci_spawn(r, "start", -1, -1, -1);
+				if (r->state < RS_STARTING)
+					r->state = RS_STARTING;
 			} else {
-				crun_error(r, why, sizeof(why));
-				(void)snprintf(msg, sizeof(msg), "creating the sandbox failed: %s", why);
-				end_with(r, "failed", "provision_failed", msg);
-				log_msg(LOG_LVL_ERROR, fields(r), "%s", msg);
-			}
-			maybe_finish(r);
-			break;
-		case CHILD_START:
-			if (!ok) {
 				crun_error(r, why, sizeof(why));
 				(void)snprintf(msg, sizeof(msg), "starting the sandbox failed: %s", why);
 				end_with(r, "failed", "provision_failed", msg);
-				kill_now(r);
+				log_msg(LOG_LVL_ERROR, fields(r), "%s", msg);
 			}
 			maybe_finish(r);
 			break;
@@ -490,6 +511,11 @@ void run_child_exited(pid_t pid, int status)
 			break;
 		}
 		return;
+	}
+	if (pid > 0) {
+		orphans[orphan_next % ORPHANS].pid = pid;
+		orphans[orphan_next % ORPHANS].status = status;
+		orphan_next++;
 	}
 }
 
@@ -581,7 +607,7 @@ void run_begin(struct json_object *row)
 		goto fail;
 	}
 	r->helper_kind = CHILD_CREATE;
-	r->helper = oci_spawn(r, "create", po[1], pe[1], ps[1]);
+	r->helper = oci_spawn(r, "run", po[1], pe[1], ps[1]);
 	close(po[1]);
 	close(pe[1]);
 	close(ps[1]);
@@ -633,7 +659,11 @@ void run_cancel(const char *run_id)
 		end_with(r, "killed", "canceled_by_user", "canceled_by_user");
 		log_msg(LOG_LVL_INFO, fields(r), "cancel: SIGTERM, SIGKILL after %llds",
 			(long long)cfg_int(CFG_CANCEL_GRACE_SECONDS));
-		if (r->init_pid > 0 && r->state == RS_RUNNING) {
+		if (r->helper > 0 && r->helper_kind == CHILD_CREATE) {
+			/* `crun run` is half-way: let it finish (the sandbox is
+			 * killed as soon as it reports), rather than leave a
+			 * half-made container behind. */
+		} else if (r->init_pid > 0 && r->state == RS_RUNNING) {
 			(void)kill(r->init_pid, SIGTERM);
 			r->kill_deadline = now_mono_ms() + cfg_int(CFG_CANCEL_GRACE_SECONDS) * 1000;
 			if (cfg_int(CFG_CANCEL_GRACE_SECONDS) == 0)

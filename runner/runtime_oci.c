@@ -1,8 +1,8 @@
 /* runtime_oci.c: the daemonless `oci` runtime. Writes an OCI bundle
  * (config.json) with every security default of the PRD and drives the OCI
  * runtime binary (SANDBOX_OCI_RUNTIME: crun, runc or runsc) with
- * create / start / delete, each a child process of the supervisor so the
- * event loop never blocks on it. */
+ * `run --detach` and `delete`, each a child process of the supervisor so
+ * the event loop never blocks on it. */
 #include "supervisor.h"
 #include "../lib/config.h"
 #include "../lib/log.h"
@@ -239,7 +239,13 @@ pid_t oci_spawn(struct run *r, const char *verb, int out_fd, int err_fd,
 		(void)dup2(status_fd, 3);
 	}
 	const char *rt = cfg_str(CFG_OCI_RUNTIME);
-	if (strcmp(verb, "create") == 0) {
+	if (strcmp(verb, "run") == 0) {
+		/* create + start in one process (--detach: it returns once the
+		 * sandbox runs); one exec of the runtime saved per run. */
+		execlp(rt, rt, "--root", sup->state_root, logarg, "run", "--detach",
+		       "--bundle", bundle, "--preserve-fds", "1", "--pid-file", pidfile,
+		       r->cid, (char *)NULL);
+	} else if (strcmp(verb, "create") == 0) {
 		execlp(rt, rt, "--root", sup->state_root, logarg, "create", "--bundle",
 		       bundle, "--preserve-fds", "1", "--pid-file", pidfile, r->cid,
 		       (char *)NULL);

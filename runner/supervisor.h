@@ -22,15 +22,15 @@ void loop_del(struct watch *w);
 /* A run's lifecycle inside this supervisor (the database phase follows
  * it: CREATING/STARTING are `starting`, RUNNING and STOPPING `running`). */
 enum run_state {
-	RS_CREATING, /* crun create in progress */
-	RS_STARTING, /* crun start in progress, or waiting for init's "started" */
+	RS_CREATING, /* crun run --detach in progress */
+	RS_STARTING, /* waiting for init's "started" */
 	RS_RUNNING,  /* the command runs */
 	RS_EXITED,   /* init exited; draining output */
 	RS_DELETING, /* crun delete in progress */
 };
 
 /* What a child process of the supervisor is, for SIGCHLD dispatch. */
-enum child_kind { CHILD_NONE, CHILD_CREATE, CHILD_START, CHILD_DELETE, CHILD_INIT };
+enum child_kind { CHILD_NONE, CHILD_CREATE, CHILD_DELETE };
 
 struct run;
 struct output {
