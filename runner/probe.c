@@ -177,6 +177,12 @@ static struct json_object *probe_oci(void)
 		return result(false, NULL, notes);
 	}
 	(void)sscanf(out, "%127[^\n]", version);
+	if (oci_is_runsc())
+		/* Debian's runsc (2022) cannot pass the status channel
+		 * (--preserve-fds) that sandbox-init reports through. */
+		return result(false, version,
+			      "runsc is not supported by this release: it cannot pass "
+			      "sandbox-init's status channel (no --preserve-fds); use crun or runc");
 	if (access(init, R_OK | X_OK) != 0) {
 		(void)snprintf(notes, sizeof(notes), "sandbox-init missing at %s",
 			       init);
@@ -208,7 +214,13 @@ static struct json_object *probe_oci(void)
 	}
 	(void)snprintf(name, sizeof(name), "sandbox-probe-%d", (int)getpid());
 	char *argv[] = { (char *)rt, "--root", state, "run", "--bundle", dir,
-			 name, NULL };
+			 name, NULL, NULL };
+	if (oci_is_runsc()) {
+		/* runsc: global flags before the verb. */
+		char *rs[] = { (char *)rt, "--root", state, "--network=none", "run",
+			       "--bundle", dir, name, NULL };
+		memcpy(argv, rs, sizeof(rs));
+	}
 	int rc = run_capture(argv, 10000, out, sizeof(out));
 	if (rc == 0 && strstr(out, "sandbox-init probe ok"))
 		return result(true, version, NULL);

@@ -211,18 +211,50 @@ int oci_write_bundle(struct run *r, char *err, size_t errlen)
 	return rc;
 }
 
+bool oci_is_runsc(void)
+{
+	return strstr(cfg_str(CFG_OCI_RUNTIME), "runsc") != NULL;
+}
+
 /* Run `RUNTIME --root STATE --log FILE VERB ... CID` as a child. For
- * create, the sandbox inherits out/err as its stdout/stderr and status_fd
+ * `run`, the sandbox inherits out/err as its stdout/stderr and status_fd
  * as fd 3. Returns the child's pid or -1. */
 pid_t oci_spawn(struct run *r, const char *verb, int out_fd, int err_fd,
 		int status_fd)
 {
-	char logarg[700], pidfile[700], bundle[600];
+	char logarg[700], pidfile[700];
+	const char *argv[24];
+	int n = 0;
 	pid_t pid;
 
-	(void)snprintf(logarg, sizeof(logarg), "--log=file:%s/crun.log", r->dir);
+	/* crun names its log driver; runc and runsc take a plain path. */
+	(void)snprintf(logarg, sizeof(logarg), strstr(cfg_str(CFG_OCI_RUNTIME), "crun")
+			       ? "--log=file:%s/crun.log" : "--log=%s/crun.log", r->dir);
 	(void)snprintf(pidfile, sizeof(pidfile), "%s/init.pid", r->dir);
-	(void)snprintf(bundle, sizeof(bundle), "%s", r->dir);
+	argv[n++] = cfg_str(CFG_OCI_RUNTIME);
+	argv[n++] = "--root";
+	argv[n++] = sup->state_root;
+	argv[n++] = logarg;
+	/* gVisor builds its own network stack; none at all is what we want. */
+	if (oci_is_runsc())
+		argv[n++] = "--network=none";
+	argv[n++] = verb;
+	if (strcmp(verb, "run") == 0) {
+		/* create + start in one process (--detach: it returns once the
+		 * sandbox runs); one exec of the runtime saved per run. */
+		argv[n++] = "--detach";
+		argv[n++] = "--bundle";
+		argv[n++] = r->dir;
+		argv[n++] = "--preserve-fds";
+		argv[n++] = "1";
+		argv[n++] = "--pid-file";
+		argv[n++] = pidfile;
+	} else if (strcmp(verb, "delete") == 0) {
+		argv[n++] = "--force";
+	}
+	argv[n++] = r->cid;
+	argv[n] = NULL;
+
 	pid = fork();
 	if (pid != 0)
 		return pid;
@@ -235,27 +267,9 @@ pid_t oci_spawn(struct run *r, const char *verb, int out_fd, int err_fd,
 	(void)dup2(devnull, 0);
 	(void)dup2(out_fd >= 0 ? out_fd : devnull, 1);
 	(void)dup2(err_fd >= 0 ? err_fd : devnull, 2);
-	if (status_fd >= 0) {
+	if (status_fd >= 0)
 		(void)dup2(status_fd, 3);
-	}
-	const char *rt = cfg_str(CFG_OCI_RUNTIME);
-	if (strcmp(verb, "run") == 0) {
-		/* create + start in one process (--detach: it returns once the
-		 * sandbox runs); one exec of the runtime saved per run. */
-		execlp(rt, rt, "--root", sup->state_root, logarg, "run", "--detach",
-		       "--bundle", bundle, "--preserve-fds", "1", "--pid-file", pidfile,
-		       r->cid, (char *)NULL);
-	} else if (strcmp(verb, "create") == 0) {
-		execlp(rt, rt, "--root", sup->state_root, logarg, "create", "--bundle",
-		       bundle, "--preserve-fds", "1", "--pid-file", pidfile, r->cid,
-		       (char *)NULL);
-	} else if (strcmp(verb, "delete") == 0) {
-		execlp(rt, rt, "--root", sup->state_root, logarg, "delete", "--force",
-		       r->cid, (char *)NULL);
-	} else {
-		execlp(rt, rt, "--root", sup->state_root, logarg, verb, r->cid,
-		       (char *)NULL);
-	}
+	execvp(argv[0], (char *const *)argv);
 	_exit(127);
 }
 

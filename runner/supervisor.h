@@ -144,6 +144,7 @@ int oci_write_bundle(struct run *r, char *err, size_t errlen);
 pid_t oci_spawn(struct run *r, const char *verb, int out_fd, int err_fd,
 		int status_fd);
 void oci_cleanup_leftovers(struct supervisor *s);
+bool oci_is_runsc(void);
 
 /* workspace.c: the run's /workspace (a tmpfs with a size cap). */
 int workspace_create(struct run *r, char *err, size_t errlen);

@@ -54,11 +54,15 @@ def psql(sql):
     return [line.split("|") for line in r.stdout.splitlines() if line]
 
 
-def stack_script(*args, check=True):
+def stack_script(*args, check=True, extra_conf=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_")}
+    if extra_conf is not None:
+        env["STACK_EXTRA_CONF"] = extra_conf
     r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "stack.sh"), *args],
-                          capture_output=True, text=True, timeout=180, check=check,
-                          env={k: v for k, v in os.environ.items()
-                               if not k.startswith("SANDBOX_")})
+                       capture_output=True, text=True, timeout=180, env=env)
+    if check and r.returncode != 0:
+        raise AssertionError(f"stack.sh {' '.join(args)} failed: {r.stderr}")
+    return r
 
 
 class Client:
