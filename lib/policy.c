@@ -154,6 +154,19 @@ char *policy_canonical_json(void)
 
 void policy_hash(char out[65])
 {
+	/* The configuration does not change while a process runs: compute
+	 * once (tests that change keys call policy_hash_reset()). */
+	static char cached[65];
+	if (cached[0]) {
+		memcpy(out, cached, 65);
+		return;
+	}
+	policy_hash_compute(cached);
+	memcpy(out, cached, 65);
+}
+
+void policy_hash_compute(char out[65])
+{
 	_cleanup_free_ char *json = policy_canonical_json();
 	size_t plen = strlen(POLICY_PREFIX), jlen = strlen(json);
 	_cleanup_free_ char *buf = xcalloc(1, plen + jlen + 1);

@@ -7,7 +7,10 @@
 
 /* The canonical JSON text (without the prefix); caller frees. */
 char *policy_canonical_json(void);
+/* Cached after the first call: the configuration is fixed at start. */
 void policy_hash(char out[65]);
+/* Always computed from the current configuration. */
+void policy_hash_compute(char out[65]);
 /* Python-compatible shortest repr of a double ("4.0", "0.75"). */
 void json_double_repr(double v, char out[40]);
 

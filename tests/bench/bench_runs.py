@@ -114,13 +114,24 @@ def ours(image, cmd, n):
 
 
 def saturation(n):
+    """n runs submitted by 8 client threads at once; done when the last
+    one is terminal (watched in the database, so polling clients do not
+    compete with the service for the two cores)."""
     t0 = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
         ids = list(ex.map(lambda _: post("bash", ["true"]), range(n)))
-        finals = list(ex.map(lambda rid: wait(rid, 0.02), ids))
-    dt = time.perf_counter() - t0
-    assert all(f["phase"] == "completed" for f in finals)
-    return n / dt
+    id_list = ",".join(f"'{i}'" for i in ids)
+    while True:
+        left = int(psql(f"SELECT count(*) FROM runs WHERE id IN ({id_list}) "
+                        "AND phase NOT IN ('completed','failed','timed_out','killed')")[0])
+        if left == 0:
+            break
+        time.sleep(0.02)
+    t1 = float(psql(f"SELECT extract(epoch FROM max(finished_at) - min(created_at)) "
+                    f"FROM runs WHERE id IN ({id_list})")[0])
+    bad = psql(f"SELECT count(*) FROM runs WHERE id IN ({id_list}) AND phase <> 'completed'")[0]
+    assert bad == "0", bad
+    return n / t1, n / (time.perf_counter() - t0)
 
 
 def main():
@@ -141,8 +152,9 @@ def main():
     for label, (b, s, c, c95) in rows.items():
         print(f"ratio p50 {label}: server/bare {s / b:.2f}, client/bare {c / b:.2f}"
               f"  (target <= 1.5); client p95 {c95:.1f} ms")
-    rps = saturation(max(100, N * 2))
-    print(f"saturation: {rps:.1f} runs/s (target >= 40 on 2 cores)")
+    rps, rps_client = saturation(max(200, N * 3))
+    print(f"saturation: {rps:.1f} runs/s first created -> last finished "
+          f"({rps_client:.1f} as the client saw it; target >= 40 on 2 cores)")
 
 
 if __name__ == "__main__":

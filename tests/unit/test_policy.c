@@ -48,7 +48,7 @@ int main(void)
 	char *json = policy_canonical_json();
 	ok(strcmp(json, defaults_json) == 0, "canonical JSON of the defaults");
 	free(json);
-	policy_hash(h);
+	policy_hash_compute(h);
 	ok(strcmp(h, "6e44192251f7510cf1fec88450bec1969aa877066a33c0c2e24cee2412108bf0") == 0,
 	   "policy_hash of the defaults matches the independent computation");
 
@@ -58,7 +58,7 @@ int main(void)
 	   "test toggle set");
 	ok(cfg_set("SANDBOX_API_WORKERS", "7", err, sizeof(err)) == 0,
 	   "non-policy key set");
-	policy_hash(h2);
+	policy_hash_compute(h2);
 	ok(strcmp(h, h2) == 0, "secrets, test toggles and non-policy keys do not change it");
 	json = policy_canonical_json();
 	ok(strstr(json, "s3cret") == NULL, "the secret is not in the hash input");
@@ -67,9 +67,14 @@ int main(void)
 	ok(cfg_set("SANDBOX_MAX_CPU", "0.75", err, sizeof(err)) == 0, "cpu set");
 	ok(cfg_set("SANDBOX_SUPPORTED_SPEC_VERSIONS", "[\"1.0\",\"1.1\"]", err,
 		   sizeof(err)) == 0, "spec versions set as a JSON list");
-	policy_hash(h2);
+	policy_hash_compute(h2);
 	ok(strcmp(h2, "9385c517e39195d3286533b200fae3aeb16c7d2cb5604bc6e602fc6b71c2d9f4") == 0,
 	   "policy_hash after a change matches the independent computation");
+	char c1[65], c2[65];
+	policy_hash(c1);
+	ok(cfg_set("SANDBOX_MAX_CPU", "1.5", err, sizeof(err)) == 0, "cpu changed again");
+	policy_hash(c2);
+	ok(strcmp(c1, c2) == 0 && strcmp(c1, h2) == 0, "policy_hash is computed once per process");
 
 	json_double_repr(4.0, repr);
 	ok(strcmp(repr, "4.0") == 0, "4.0 -> %s", repr);
