@@ -1,9 +1,13 @@
 """Fixtures for the black-box suite: a real stack (PostgreSQL, nginx,
 sandbox-api, sandbox-supervisor) started by scripts/test.sh, reached only
 through nginx over TLS, plus helpers to run the project's binaries."""
+import contextlib
 import json
 import os
+import shutil
+import socket
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -228,3 +232,23 @@ def host_leftovers():
 def wait_no_leftovers(timeout=10):
     return wait_for(lambda: host_leftovers() == {"containers": [], "mounts": [], "cgroups": []},
                     timeout=timeout)
+
+
+@contextlib.contextmanager
+def private_stack(prefix, conf):
+    """A stack of its own (another directory, port and configuration), for
+    tests that need settings the shared stack must not have. Yields
+    (directory, Client with its admin key)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    try:
+        stack_script("up", d, str(port), extra_conf=conf)
+        env = dict(l.strip().split("=", 1) for l in open(os.path.join(d, "dev.env")))
+        yield d, Client(env["SANDBOX_URL"], env["SANDBOX_API_KEY"],
+                        cert=os.path.join(d, "tls", "ca.pem"))
+    finally:
+        stack_script("down", d, check=False)
+        shutil.rmtree(d, ignore_errors=True)

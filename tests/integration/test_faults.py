@@ -1,39 +1,24 @@
 """Faults injected through configuration, on a stack of their own: an OCI
 runtime that is slow to start sandboxes (startup_timeout_sec) and a queue
 whose runs wait too long (queue_ttl_sec)."""
-import json
 import os
-import shutil
-import socket
 import subprocess
-import tempfile
 
 import pytest
 
-from conftest import ROOT, Client, frames, stack_script, submit, wait_for, wait_run
+from conftest import ROOT, frames, private_stack, submit, wait_for, wait_run
 
 
 @pytest.fixture(scope="module")
 def slow_stack():
-    d = tempfile.mkdtemp(prefix="sandbox-faults.")
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
     conf = "\n".join([
         "SANDBOX_OCI_RUNTIME = " + os.path.join(ROOT, "tests", "integration", "fixtures", "slow-oci.sh"),
         "SANDBOX_QUEUE_TTL_SEC = 2",
         "SANDBOX_USER_MAX_CONCURRENT_RUNS = 1",
         "SANDBOX_HEARTBEAT_SEC = 1",
     ])
-    try:
-        stack_script("up", d, str(port), extra_conf=conf)
-        env = dict(l.strip().split("=", 1) for l in open(os.path.join(d, "dev.env")))
-        yield d, Client(env["SANDBOX_URL"], env["SANDBOX_API_KEY"],
-                        cert=os.path.join(d, "tls", "ca.pem"))
-    finally:
-        stack_script("down", d, check=False)
-        shutil.rmtree(d, ignore_errors=True)
+    with private_stack("sandbox-faults.", conf) as st:
+        yield st
 
 
 def _containers(d):

@@ -1,33 +1,19 @@
 """The `oci` runtime on runc instead of crun (SANDBOX_OCI_RUNTIME=runc):
 the same probe and hostile programs, on a stack of its own."""
 import os
-import shutil
-import socket
 import subprocess
-import tempfile
 
 import pytest
 
-from conftest import Client, output, py, run, stack_script, submit, wait_for, wait_phase, wait_run
+from conftest import output, private_stack, py, run, submit, wait_for, wait_phase, wait_run
 from test_isolation import HOSTILE, _check, probe
 
 
 @pytest.fixture(scope="module")
 def runc_stack():
-    d = tempfile.mkdtemp(prefix="sandbox-runc.")
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
     conf = "SANDBOX_OCI_RUNTIME = runc\nSANDBOX_WORKSPACE_CAP_MB = 64\nSANDBOX_CANCEL_GRACE_SECONDS = 2"
-    try:
-        stack_script("up", d, str(port), extra_conf=conf)
-        env = dict(l.strip().split("=", 1) for l in open(os.path.join(d, "dev.env")))
-        yield d, Client(env["SANDBOX_URL"], env["SANDBOX_API_KEY"],
-                        cert=os.path.join(d, "tls", "ca.pem"))
-    finally:
-        stack_script("down", d, check=False)
-        shutil.rmtree(d, ignore_errors=True)
+    with private_stack("sandbox-runc.", conf) as st:
+        yield st
 
 
 def test_runc_is_what_runs(runc_stack):
