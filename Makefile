@@ -36,7 +36,7 @@ UNITS    = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BINS = $(BUILD)/sandbox-api $(BUILD)/sandbox-supervisor $(BUILD)/sandboxctl \
        $(BUILD)/sandbox-init
 
-.PHONY: all deps run stop test check unit bench images clean help
+.PHONY: all deps run stop test check unit bench images fuzz clean help
 all: $(BINS) $(UNITS)
 
 help:
@@ -48,6 +48,7 @@ help:
 	@echo "make test    the whole suite on a private stack (unit + integration)"
 	@echo "make check   the same suite built with ASan+UBSan"
 	@echo "make bench   run latency and throughput against bare crun"
+	@echo "make fuzz    the libFuzzer targets (FUZZ_SECONDS each)"
 
 deps:
 	@sh scripts/deps.sh
@@ -97,6 +98,21 @@ test: deps
 
 check: deps
 	@BUILD=build-san SAN=1 bash scripts/test.sh
+
+# libFuzzer targets (clang): program output -> frames, query strings and
+# configuration values. `make fuzz FUZZ_SECONDS=300` for a longer run.
+FUZZ_SECONDS ?= 10
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
+$(BUILD)/fuzz/fuzz_frames: tests/fuzz/fuzz_frames.c runner/frames.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+$(BUILD)/fuzz/fuzz_query: tests/fuzz/fuzz_query.c fcgi/request.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ -lfcgi $(PKG_LIBS)
+fuzz: $(BUILD)/fuzz/fuzz_frames $(BUILD)/fuzz/fuzz_query
+	@for f in $^; do echo "== $$f ($(FUZZ_SECONDS) s)"; \
+	  mkdir -p $(BUILD)/fuzz/corpus-$$(basename $$f); \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-$$(basename $$f) 2>&1 | tail -n 2 || exit 1; done
 
 bench: deps
 	@bash scripts/bench.sh

@@ -19,6 +19,9 @@ make -s -j2 BUILD="$BUILD" SAN="$SAN" all
 echo "== unit tests (TAP)"
 prove --nocolor "$BUILD"/tests/test_*
 
+echo "== fuzz smoke (libFuzzer, 5 s per target; longer: make fuzz)"
+make -s BUILD="$BUILD" fuzz FUZZ_SECONDS=5
+
 STACK=$(mktemp -d /tmp/sandbox-test.XXXXXX)
 cleanup() {
 	STACK_QUIET=1 bash scripts/stack.sh down "$STACK" || true
