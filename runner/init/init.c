@@ -58,13 +58,14 @@ static void report(const char *fmt, ...)
 	va_list ap;
 	int n;
 
-	if (status_fd < 0)
-		return;
 	va_start(ap, fmt);
 	n = vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	/* Without a status channel (a runtime that cannot pass fd 3), the
+	 * verdict goes to stderr so it is not lost. */
 	if (n > 0)
-		(void)!write(status_fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+		(void)!write(status_fd >= 0 ? status_fd : STDERR_FILENO, buf,
+			     (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
 static long parse_num(const char *s, long min, long max, const char *what)
@@ -111,36 +112,48 @@ static void __attribute__((noreturn))
 inside(int errfd, uid_t uid, gid_t gid, long nofile, long nproc, long cpu,
        const char *dir, char **argv, sigset_t *oldmask)
 {
-	int err;
+	int err, step = 0;
 
 	(void)sigprocmask(SIG_SETMASK, oldmask, NULL);
 	(void)setsid();
 	/* Empty the bounding set: nothing the command runs can ever regain a
 	 * capability (no_new_privs already forbids setuid binaries). */
+	step = 1;
 	for (int cap = 0; cap <= 63; cap++)
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
 			goto fail;
+	step = 2;
 	/* Limits first, while we may still raise nothing but lower all. */
-	if (set_limit(RLIMIT_CORE, 0) < 0 ||
+	if ((step = 2, set_limit(RLIMIT_CORE, 0) < 0) ||
 	    (nofile > 0 && set_limit(RLIMIT_NOFILE, (rlim_t)nofile) < 0) ||
 	    (nproc > 0 && set_limit(RLIMIT_NPROC, (rlim_t)nproc) < 0) ||
 	    (cpu > 0 && set_limit(RLIMIT_CPU, (rlim_t)cpu) < 0))
 		goto fail;
 	/* Credentials: groups and gid before uid, uid last; the switch away
 	 * from uid 0 clears every capability. */
-	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
-	    setresuid(uid, uid, uid) < 0)
+	step = 3;
+	if (setgroups(0, NULL) < 0)
 		goto fail;
+	step = 4;
+	if (setresgid(gid, gid, gid) < 0)
+		goto fail;
+	step = 5;
+	if (setresuid(uid, uid, uid) < 0)
+		goto fail;
+	step = 6;
 	if (getuid() == 0 || geteuid() == 0) {
 		errno = EPERM;
 		goto fail;
 	}
+	step = 7;
 	if (dir && chdir(dir) < 0)
 		goto fail;
+	step = 8;
 	execvp(argv[0], argv);
 fail:
 	err = errno;
-	(void)!write(errfd, &err, sizeof(err));
+	int msg[2] = { err, step };
+	(void)!write(errfd, msg, sizeof(msg));
 	_exit(127);
 }
 
@@ -202,13 +215,24 @@ int main(int argc, char **argv)
 	drop_caps();
 	(void)prctl(PR_SET_DUMPABLE, 0);
 
-	int child_errno = 0;
-	ssize_t n = read(ep[0], &child_errno, sizeof(child_errno));
+	/* What failed, for the run's message: the command itself (ENOENT,
+	 * EACCES) or a step before it. */
+	static const char *const steps[] = { "setup", "dropping the bounding set",
+					      "rlimits", "setgroups", "setresgid",
+					      "setresuid", "credentials check",
+					      "chdir to the workspace", "exec" };
+	int msg[2] = { 0, 0 };
+	ssize_t n = read(ep[0], msg, sizeof(msg));
 	close(ep[0]);
-	if (n == (ssize_t)sizeof(child_errno)) {
+	if (n == (ssize_t)sizeof(msg)) {
 		(void)waitpid(child, NULL, 0);
-		report("status=exec_failed\nerrno=%d\nmessage=%s\n", child_errno,
-		       strerror(child_errno));
+		int st = msg[1] >= 0 && msg[1] <= 8 ? msg[1] : 0;
+		if (st == 8)
+			report("status=exec_failed\nerrno=%d\nmessage=%s\n", msg[0],
+			       strerror(msg[0]));
+		else
+			report("status=exec_failed\nerrno=%d\nmessage=%s: %s\n", msg[0],
+			       steps[st], strerror(msg[0]));
 		return 127;
 	}
 	report("started=1\n");
