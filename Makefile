@@ -100,7 +100,7 @@ check: deps
 	@BUILD=build-san SAN=1 bash scripts/test.sh
 
 # libFuzzer targets (clang): program output -> frames, query strings and
-# configuration values. `make fuzz FUZZ_SECONDS=300` for a longer run.
+# configuration values, WebSocket upgrades and client frames. `make fuzz FUZZ_SECONDS=300` for a longer run.
 FUZZ_SECONDS ?= 10
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
 $(BUILD)/fuzz/fuzz_frames: tests/fuzz/fuzz_frames.c runner/frames.c $(LIB_SRC)
@@ -109,7 +109,10 @@ $(BUILD)/fuzz/fuzz_frames: tests/fuzz/fuzz_frames.c runner/frames.c $(LIB_SRC)
 $(BUILD)/fuzz/fuzz_query: tests/fuzz/fuzz_query.c fcgi/request.c $(LIB_SRC)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ -lfcgi $(PKG_LIBS)
-fuzz: $(BUILD)/fuzz/fuzz_frames $(BUILD)/fuzz/fuzz_query
+$(BUILD)/fuzz/fuzz_ws: tests/fuzz/fuzz_ws.c runner/ws.c lib/util.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
+fuzz: $(BUILD)/fuzz/fuzz_frames $(BUILD)/fuzz/fuzz_query $(BUILD)/fuzz/fuzz_ws
 	@for f in $^; do echo "== $$f ($(FUZZ_SECONDS) s)"; \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$(basename $$f); \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-$$(basename $$f) 2>&1 | tail -n 2 || exit 1; done

@@ -210,6 +210,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_set_level(log_level_parse(cfg_str(CFG_LOG_LEVEL)));
+	if (cfg_bool(CFG_WS_SIGNED_URLS) && strlen(cfg_str(CFG_WS_SIGNING_SECRET)) < 32) {
+		fprintf(stderr, "sandbox-api: configuration error: SANDBOX_WS_SIGNED_URLS "
+				"needs SANDBOX_WS_SIGNING_SECRET of at least 32 characters\n");
+		return 1;
+	}
 	if (check_only) {
 		cfg_dump(stdout);
 		printf("# configuration ok\n");

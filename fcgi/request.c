@@ -31,6 +31,7 @@ static const char *status_text(int status)
 	case 415: return "Unsupported Media Type";
 	case 416: return "Range Not Satisfiable";
 	case 422: return "Unprocessable Entity";
+	case 426: return "Upgrade Required";
 	case 429: return "Too Many Requests";
 	case 500: return "Internal Server Error";
 	case 503: return "Service Unavailable";

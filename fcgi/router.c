@@ -22,6 +22,8 @@ static const struct route {
 	{ "GET", API "/runs/{id}", h_run_get, true },
 	{ "GET", API "/runs/{id}/logs", h_run_logs, true },
 	{ "POST", API "/runs/{id}/cancel", h_run_cancel, true },
+	/* Authenticates itself: an API key or a signed token. */
+	{ "GET", API "/runs/{id}/stream", h_run_stream, false },
 };
 
 /* Match path against pattern segment by segment; "{x}" captures one

@@ -21,6 +21,10 @@ void h_run_get(struct request *r);
 void h_run_logs(struct request *r);
 void h_run_cancel(struct request *r);
 
+/* streams.c */
+void h_run_stream(struct request *r);
+void stream_token(const char *run_id, const char *exp, char out[65]);
+
 /* runtimes.c */
 void h_runtimes(struct request *r);
 /* Availability of each runtime as the live supervisors report it:

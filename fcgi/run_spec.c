@@ -405,6 +405,11 @@ int run_spec_parse(struct request *r, struct json_object *body, struct run_spec 
 			      json_object_get_string(v));
 		return -1;
 	}
+	if (json_object_object_get_ex(body, "resume_from_seq", &v) && v) {
+		if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1)
+			return bad(r, 400, "resume_from_seq", "must be a positive integer");
+		s->resume_from_seq = json_object_get_int64(v);
+	}
 	if (json_object_object_get_ex(body, "interactive", &v) && json_object_get_boolean(v))
 		return bad(r, 400, "interactive", "interactive runs are not supported yet");
 

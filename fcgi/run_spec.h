@@ -25,6 +25,7 @@ struct run_spec {
 	int timeout_sec, startup_timeout_sec;
 	double cpu;
 	int memory_mb, pids;
+	int64_t resume_from_seq; /* 0: none */
 	char image[65];
 	char digest[80];
 };

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
@@ -39,7 +40,8 @@ static const char RUN_JSON[] =
 	"   )::jsonb)"
 	")::text";
 
-static void stream_url(struct request *r, const char *id, char *out, size_t outlen)
+static void stream_url(struct request *r, const char *id, int64_t from_seq, char *out,
+		       size_t outlen)
 {
 	const char *pub = cfg_str(CFG_PUBLIC_URL), *host = req_param(r, "HTTP_HOST");
 	char base[300];
@@ -55,6 +57,18 @@ static void stream_url(struct request *r, const char *id, char *out, size_t outl
 		(void)snprintf(base, sizeof(base), "wss://%.200s", host ? host : "localhost");
 	}
 	(void)snprintf(out, outlen, "%s/api/v1/sandbox/runs/%s/stream", base, id);
+	if (cfg_bool(CFG_WS_SIGNED_URLS)) {
+		char exp[32], tok[65];
+		size_t n = strlen(out);
+		rfc3339_utc(time(NULL) + cfg_int(CFG_WS_SIGNED_URL_TTL_SEC), exp);
+		stream_token(id, exp, tok);
+		(void)snprintf(out + n, outlen - n, "?token=%s&exp=%s", tok, exp);
+	}
+	if (from_seq > 0) {
+		size_t n = strlen(out);
+		(void)snprintf(out + n, outlen - n, "%sfrom_seq=%lld", strchr(out, '?') ? "&" : "?",
+			       (long long)from_seq);
+	}
 }
 
 static bool tx(struct request *r, const char *sql)
@@ -182,7 +196,7 @@ void h_runs_create(struct request *r)
 	if (!ins)
 		goto dberr_rb;
 	struct json_object *out = json_object_new_object();
-	stream_url(r, id, url, sizeof(url));
+	stream_url(r, id, s.resume_from_seq, url, sizeof(url));
 	json_object_object_add(out, "run_id", json_object_new_string(id));
 	json_object_object_add(out, "id", json_object_new_string(id));
 	json_object_object_add(out, "phase", json_object_new_string("queued"));
@@ -254,7 +268,7 @@ void h_run_get(struct request *r)
 	if (!res)
 		return;
 	struct json_object *o = json_tokener_parse(PQgetvalue(res, 0, 0));
-	stream_url(r, r->params[0], url, sizeof(url));
+	stream_url(r, r->params[0], 0, url, sizeof(url));
 	json_object_object_add(o, "log_stream_url", json_object_new_string(url));
 	respond_json(r, 200, o);
 }

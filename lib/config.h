@@ -47,6 +47,7 @@
 	X(WS_SYNTHETIC_FRAMES_FOR_TESTS, BOOL, "false", 0, 0, NULL, 0)              \
 	X(WS_SIGNED_URL_TTL_SEC, INT, "60", 1, 86400, NULL, 0)                      \
 	X(WS_SIGNED_URLS, BOOL, "false", 0, 0, NULL, 0)                             \
+	X(WS_REPLAY_MAX_FRAMES, INT, "100000", 10, 10000000, NULL, 0)               \
 	X(WS_SIGNING_SECRET, STR, "", 0, 0, NULL, CFG_SECRET)                       \
 	X(SESSION_MAX_LIFETIME, INT, "86400", 60, 2592000, NULL, 0)                 \
 	X(AUDIT_RETENTION_DAYS, INT, "30", 1, 3650, NULL, 0)                        \

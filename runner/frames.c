@@ -21,6 +21,7 @@
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int frames_open(struct run *r)
@@ -52,6 +53,10 @@ static void emit(struct run *r, struct json_object *frame)
 	if (r->log_fd >= 0 && write(r->log_fd, line, n + 1) != (ssize_t)(n + 1))
 		log_msg(LOG_LVL_ERROR, log_fields("run_id", r->id, NULL),
 			"writing frames: %s", strerror(errno));
+	struct json_object *ev = NULL;
+	bool end = json_object_object_get_ex(frame, "event", &ev) &&
+		   strcmp(json_object_get_string(ev), "end") == 0;
+	streams_publish(r->id, line, n, r->seq, end);
 	free(line);
 	json_object_put(frame);
 }
@@ -63,6 +68,17 @@ void frames_event(struct run *r, const char *event, struct json_object *data)
 	json_object_object_add(f, "type", json_object_new_string("event"));
 	json_object_object_add(f, "event", json_object_new_string(event));
 	json_object_object_add(f, "data", data ? data : json_object_new_object());
+	emit(r, f);
+}
+
+void frames_heartbeat(struct run *r)
+{
+	struct json_object *f = json_object_new_object();
+	char ts[32];
+
+	rfc3339_utc(time(NULL), ts);
+	json_object_object_add(f, "type", json_object_new_string("heartbeat"));
+	json_object_object_add(f, "ts", json_object_new_string(ts));
 	emit(r, f);
 }
 

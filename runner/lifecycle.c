@@ -344,6 +344,7 @@ static void record_end(struct run *r)
 	if (r->message[0])
 		json_object_object_add(d, "message", json_object_new_string(r->message));
 	frames_event(r, "end", d);
+	r->ended = true;
 
 	const char *params[] = {
 		r->id, r->final_phase, r->reason, r->message[0] ? r->message : NULL,

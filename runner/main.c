@@ -67,6 +67,13 @@ int loop_add(struct watch *w, uint32_t events)
 	return 0;
 }
 
+int loop_mod(struct watch *w, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = w };
+
+	return epoll_ctl(epfd, EPOLL_CTL_MOD, w->fd, &ev);
+}
+
 void loop_del(struct watch *w)
 {
 	if (w->fd >= 0)
@@ -121,11 +128,20 @@ static void on_tick(struct watch *w, uint32_t ev)
 		queue_tick(sup);
 }
 
+static void on_second(struct watch *w, uint32_t ev)
+{
+	uint64_t ticks;
+
+	(void)ev;
+	(void)!read(w->fd, &ticks, sizeof(ticks));
+	streams_tick();
+}
+
 static int event_loop(struct supervisor *s)
 {
 	sigset_t mask;
 	struct epoll_event evs[64];
-	struct watch sw, tw;
+	struct watch sw, tw, secw;
 	int64_t stop_deadline = 0;
 
 	sigemptyset(&mask);
@@ -149,6 +165,14 @@ static int event_loop(struct supervisor *s)
 	(void)timerfd_settime(tw.fd, 0, &its, NULL);
 	(void)loop_add(&sw, EPOLLIN);
 	(void)loop_add(&tw, EPOLLIN);
+	/* Stream heartbeats (every 10 s per run) and client timeouts. */
+	secw.fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	secw.fn = on_second;
+	struct itimerspec one = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
+	(void)timerfd_settime(secw.fd, 0, &one, NULL);
+	(void)loop_add(&secw, EPOLLIN);
+	if (streams_listen() < 0)
+		return -1;
 	queue_recover(s);
 	(void)queue_listen(s);
 
@@ -173,6 +197,7 @@ static int event_loop(struct supervisor *s)
 		/* Notifications that arrived while other statements ran. */
 		queue_poll(s);
 	}
+	close(secw.fd);
 	close(tw.fd);
 	close(sw.fd);
 	close(epfd);

@@ -17,6 +17,7 @@ struct watch {
 };
 
 int loop_add(struct watch *w, uint32_t events);
+int loop_mod(struct watch *w, uint32_t events);
 void loop_del(struct watch *w);
 
 /* A run's lifecycle inside this supervisor (the database phase follows
@@ -79,6 +80,8 @@ struct run {
 	bool cancel;
 
 	int log_fd;
+	bool ended;             /* the end frame is written */
+	int64_t last_heartbeat; /* mono ms */
 	int64_t seq;
 	int64_t log_bytes;
 	bool truncated;
@@ -153,6 +156,19 @@ void workspace_cleanup_leftovers(void);
 
 /* cgroup.c: resource usage measured by the kernel. */
 struct json_object *cgroup_usage(const char *cid, bool *oom_killed);
+
+/* frames.c: a heartbeat frame of an active run. */
+void frames_heartbeat(struct run *r);
+
+/* streams.c: the WebSocket hub. */
+struct stream_counters {
+	uint64_t opened, disconnects, heartbeats, drops;
+};
+int streams_listen(void);
+void streams_publish(const char *run_id, const char *line, size_t len, int64_t seq,
+		     bool end);
+void streams_tick(void);
+const struct stream_counters *streams_counters(void);
 
 /* seccomp.c */
 struct json_object *seccomp_profile(void);

@@ -58,6 +58,7 @@ render() { # template output
 	    -e "s|@LISTEN@|127.0.0.1:$PORT|g" -e "s|@TLS_CERT@|$DIR/tls/cert.pem|g" \
 	    -e "s|@TLS_KEY@|$DIR/tls/key.pem|g" -e "s|@WWW_ROOT@|$ROOT/www|g" \
 	    -e "s|@API_SOCKET@|$DIR/run/api.sock|g" -e "s|@NGINX_USER@|sandbox sandbox|g" \
+	    -e "s|@SUPERVISOR_SOCKET@|$DIR/run/supervisor.sock|g" \
 	    -e "s|@MAX_UPLOAD_MB@|$MAX_UPLOAD_MB|g" \
 	    -e "s|@MAX_UPLOAD_BYTES@|$((MAX_UPLOAD_MB * 1048576))|g" "$1" > "$2"
 }
