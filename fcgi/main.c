@@ -177,7 +177,9 @@ static int open_socket(const char *path)
 	}
 	if (FCGX_Init() != 0)
 		return -1;
-	int fd = FCGX_OpenSocket(path, 256);
+	/* A deep backlog: bursts (a thousand stream clients at once) wait for a
+	 * worker instead of being refused. */
+	int fd = FCGX_OpenSocket(path, 4096);
 	if (fd < 0) {
 		log_error("cannot listen on %s", path);
 		return -1;

@@ -48,6 +48,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -245,6 +246,13 @@ int main(int argc, char **argv)
 		       cfg_str(CFG_DATA_ROOT));
 	(void)mkdir(cfg_str(CFG_DATA_ROOT), 0711);
 	(void)mkdir(s.state_root, 0700);
+	/* Every stream client is a socket: allow as many as the kernel lets
+	 * us (the hard limit). */
+	struct rlimit nf;
+	if (getrlimit(RLIMIT_NOFILE, &nf) == 0 && nf.rlim_cur < nf.rlim_max) {
+		nf.rlim_cur = nf.rlim_max > 65536 ? 65536 : nf.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &nf);
+	}
 	/* Sandboxes' PID 1s are re-parented to us once `crun create` exits,
 	 * so their exit status comes straight to our SIGCHLD. */
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -16,3 +16,4 @@ SANDBOX_QUEUE_MAX_LENGTH = 1000
 SANDBOX_LOG_LEVEL = warn"
 STACK_QUIET=1 bash scripts/stack.sh up "$STACK" "$PORT"
 TEST_STACK_DIR="$STACK" /usr/bin/python3 tests/bench/bench_runs.py
+TEST_STACK_DIR="$STACK" /usr/bin/python3 tests/bench/bench_streams.py

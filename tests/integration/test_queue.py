@@ -59,6 +59,9 @@ def test_cancel_escalates_to_sigkill_after_the_grace_period(admin):
 def test_queue_is_fair_full_and_cancellable(admin, user_key):
     """4 sleeping runs fill admin's per-user slots; the next ones queue;
     the queue holds 6; the 7th queued run is refused with 429."""
+    # Start from an idle service: earlier tests' runs must not hold slots.
+    assert wait_for(lambda: psql("SELECT count(*) FROM runs WHERE phase IN "
+                                 "('queued','starting','running')") == [["0"]], timeout=60)
     ids = []
     try:
         for _ in range(4):
