@@ -329,6 +329,56 @@ static int check_resources(struct request *r, struct json_object *res, struct ru
 	return 0;
 }
 
+/* Spec 1.1: interactive runs and their stdin limits. Defaults follow the
+ * PRD's vNext notes: 1 MiB in total, 64 KiB a frame, 64 KiB/s, 30 s idle. */
+static int check_interactive(struct request *r, struct json_object *body, struct run_spec *s)
+{
+	static const struct {
+		const char *name;
+		int64_t def, min, max;
+	} lim[] = {
+		{ "stdin_max_bytes", 1048576, 1, 16777216 },
+		{ "stdin_max_frame_bytes", 65536, 1, 65536 },
+		{ "stdin_bps", 65536, 1, 16777216 },
+		{ "stdin_idle_timeout_sec", 30, 1, 3600 },
+	};
+	int64_t *out[] = { &s->stdin_max_bytes, &s->stdin_max_frame_bytes, &s->stdin_bps,
+			   &s->stdin_idle_timeout_sec };
+	struct json_object *v = NULL;
+	bool any = false;
+
+	if (json_object_object_get_ex(body, "interactive", &v) && v) {
+		if (!json_object_is_type(v, json_type_boolean))
+			return bad(r, 400, "interactive", "must be a boolean");
+		s->interactive = json_object_get_boolean(v);
+		any = true;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(lim); i++) {
+		*out[i] = lim[i].def;
+		if (!json_object_object_get_ex(body, lim[i].name, &v) || !v)
+			continue;
+		any = true;
+		if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < lim[i].min ||
+		    json_object_get_int64(v) > lim[i].max) {
+			char m[96];
+			(void)snprintf(m, sizeof(m), "must be an integer from %lld to %lld",
+				       (long long)lim[i].min, (long long)lim[i].max);
+			return bad(r, 400, lim[i].name, m);
+		}
+		*out[i] = json_object_get_int64(v);
+	}
+	/* 1.0 requests keep working unchanged: the 1.1 fields need 1.1. */
+	if (any && strcmp(s->spec_version, "1.0") == 0) {
+		struct json_object *d = json_object_new_object();
+		json_object_object_add(d, "field", json_object_new_string("interactive"));
+		json_object_object_add(d, "requires_spec_version", json_object_new_string("1.1"));
+		respond_error(r, 400, "invalid_request", d,
+			      "interactive and stdin_* fields need spec_version 1.1");
+		return -1;
+	}
+	return 0;
+}
+
 int run_spec_parse(struct request *r, struct json_object *body, struct run_spec *s)
 {
 	static const char *const known[] = {
@@ -410,8 +460,8 @@ int run_spec_parse(struct request *r, struct json_object *body, struct run_spec 
 			return bad(r, 400, "resume_from_seq", "must be a positive integer");
 		s->resume_from_seq = json_object_get_int64(v);
 	}
-	if (json_object_object_get_ex(body, "interactive", &v) && json_object_get_boolean(v))
-		return bad(r, 400, "interactive", "interactive runs are not supported yet");
+	if (check_interactive(r, body, s) < 0)
+		return -1;
 
 	json_object_object_get_ex(body, "command", &s->command);
 	json_object_object_get_ex(body, "env", &s->env);

@@ -26,6 +26,8 @@ struct run_spec {
 	double cpu;
 	int memory_mb, pids;
 	int64_t resume_from_seq; /* 0: none */
+	bool interactive;
+	int64_t stdin_max_bytes, stdin_max_frame_bytes, stdin_bps, stdin_idle_timeout_sec;
 	char image[65];
 	char digest[80];
 };

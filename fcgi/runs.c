@@ -28,7 +28,8 @@ static const char RUN_JSON[] =
 	" 'runtime_version', runtime_version, 'base_image', base_image,"
 	" 'image_digest', image_digest, 'policy_hash', policy_hash,"
 	" 'command', command, 'capture_patterns', capture_patterns,"
-	" 'network_policy', network_policy,"
+	" 'network_policy', network_policy, 'interactive', interactive,"
+	" 'stdin_limits', CASE WHEN interactive THEN stdin_limits END,"
 	" 'created_at', " TS("created_at") ", 'started_at', " TS("running_at") ","
 	" 'starting_at', " TS("started_at") ", 'finished_at', " TS("finished_at") ","
 	" 'timeout_sec', timeout_sec, 'startup_timeout_sec', startup_timeout_sec,"
@@ -172,6 +173,12 @@ void h_runs_create(struct request *r)
 	(void)snprintf(num[6], sizeof(num[6]), "%d", s.startup_timeout_sec);
 	(void)snprintf(num[7], sizeof(num[7]), "%.3f", eta);
 	const char *src = req_param(r, "HTTP_X_SANDBOX_SOURCE");
+	char stdin_limits[256];
+	(void)snprintf(stdin_limits, sizeof(stdin_limits),
+		       "{\"stdin_max_bytes\":%lld,\"stdin_max_frame_bytes\":%lld,"
+		       "\"stdin_bps\":%lld,\"stdin_idle_timeout_sec\":%lld}",
+		       (long long)s.stdin_max_bytes, (long long)s.stdin_max_frame_bytes,
+		       (long long)s.stdin_bps, (long long)s.stdin_idle_timeout_sec);
 	const char *p[] = {
 		id, r->user.id, s.spec_version, s.runtime, s.base_image, s.image, s.digest,
 		json_object_to_json_string_ext(s.command, JSON_C_TO_STRING_PLAIN),
@@ -179,20 +186,21 @@ void h_runs_create(struct request *r)
 		s.files ? json_object_to_json_string_ext(s.files, JSON_C_TO_STRING_PLAIN) : NULL,
 		s.capture ? json_object_to_json_string_ext(s.capture, JSON_C_TO_STRING_PLAIN) : "[]",
 		num[0], num[1], num[2], num[3], num[4], num[5], num[6], policy,
-		r->request_id, src && strlen(src) <= 32 ? src : "API", num[7]
+		r->request_id, src && strlen(src) <= 32 ? src : "API", num[7],
+		s.interactive ? "true" : "false", stdin_limits
 	};
 	PGresult *ins = db_exec(
 		r->db,
 		"INSERT INTO runs (id, user_id, spec_version, runtime, base_image, image,"
 		"  image_digest, command, env, files, capture_patterns, cpu, memory_mb,"
 		"  pids_limit, nofile, nproc, timeout_sec, startup_timeout_sec, policy_hash,"
-		"  request_id, source) "
+		"  request_id, source, interactive, stdin_limits) "
 		"VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10::jsonb,"
 		"  $11::jsonb, $12::float8, $13::int, $14::int, $15::int, $16::int, $17::int,"
-		"  $18::int, $19, $20, $21) "
+		"  $18::int, $19, $20, $21, $23::boolean, $24::jsonb) "
 		"RETURNING " TS("created_at") ", "
 		TS("(now() + make_interval(secs => $22::float8))"),
-		22, p);
+		24, p);
 	if (!ins)
 		goto dberr_rb;
 	struct json_object *out = json_object_new_object();

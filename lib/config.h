@@ -36,7 +36,7 @@
 	X(BACKGROUND_EXECUTION, BOOL, "true", 0, 0, NULL, CFG_POLICY)               \
 	X(DOCKER_SECCOMP, STR, "", 0, 0, NULL, CFG_POLICY)                          \
 	X(DOCKER_APPARMOR_PROFILE, STR, "", 0, 0, NULL, CFG_POLICY)                 \
-	X(SUPPORTED_SPEC_VERSIONS, LIST, "1.0", 0, 0, NULL, CFG_POLICY)             \
+	X(SUPPORTED_SPEC_VERSIONS, LIST, "1.0,1.1", 0, 0, NULL, CFG_POLICY)         \
 	X(MAX_CONCURRENT_RUNS, INT, "8", 1, 4096, NULL, 0)                          \
 	X(USER_MAX_CONCURRENT_RUNS, INT, "4", 1, 4096, NULL, 0)                     \
 	X(QUEUE_MAX_LENGTH, INT, "100", 0, 1000000, NULL, 0)                        \

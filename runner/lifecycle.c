@@ -313,7 +313,7 @@ static void begin_delete(struct run *r)
 
 	r->state = RS_DELETING;
 	r->helper_kind = CHILD_DELETE;
-	r->helper = oci_spawn(r, "delete", -1, -1, -1);
+	r->helper = oci_spawn(r, "delete", -1, -1, -1, -1);
 	if (r->helper < 0)
 		run_child_exited(-1, 0);
 }
@@ -343,6 +343,7 @@ static void record_end(struct run *r)
 			       r->reason ? json_object_new_string(r->reason) : NULL);
 	if (r->message[0])
 		json_object_object_add(d, "message", json_object_new_string(r->message));
+	stdin_release(r);
 	frames_event(r, "end", d);
 	r->ended = true;
 
@@ -567,6 +568,8 @@ void run_begin(struct json_object *row)
 	random_bytes(&rnd, sizeof(rnd));
 	r->uid = (uid_t)(1000 + rnd % 59000);
 	r->log_fd = -1;
+	r->stdin_fd = -1;
+	r->stdin_w.fd = -1;
 	r->out.type = "stdout";
 	r->err.type = "stderr";
 	r->out.run = r->err.run = r;
@@ -608,7 +611,10 @@ void run_begin(struct json_object *row)
 		goto fail;
 	}
 	r->helper_kind = CHILD_CREATE;
-	r->helper = oci_spawn(r, "run", po[1], pe[1], ps[1]);
+	int stdin_rd = stdin_setup(r);
+	r->helper = oci_spawn(r, "run", stdin_rd, po[1], pe[1], ps[1]);
+	if (stdin_rd >= 0)
+		close(stdin_rd);
 	close(po[1]);
 	close(pe[1]);
 	close(ps[1]);

@@ -219,7 +219,7 @@ bool oci_is_runsc(void)
 /* Run `RUNTIME --root STATE --log FILE VERB ... CID` as a child. For
  * `run`, the sandbox inherits out/err as its stdout/stderr and status_fd
  * as fd 3. Returns the child's pid or -1. */
-pid_t oci_spawn(struct run *r, const char *verb, int out_fd, int err_fd,
+pid_t oci_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int err_fd,
 		int status_fd)
 {
 	char logarg[700], pidfile[700];
@@ -264,7 +264,7 @@ pid_t oci_spawn(struct run *r, const char *verb, int out_fd, int err_fd,
 	sigemptyset(&all);
 	(void)sigprocmask(SIG_SETMASK, &all, NULL);
 	int devnull = open("/dev/null", O_RDWR);
-	(void)dup2(devnull, 0);
+	(void)dup2(in_fd >= 0 ? in_fd : devnull, 0);
 	(void)dup2(out_fd >= 0 ? out_fd : devnull, 1);
 	(void)dup2(err_fd >= 0 ? err_fd : devnull, 2);
 	if (status_fd >= 0)

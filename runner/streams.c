@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -302,6 +303,45 @@ bad:;
 	client_free(c, "bad handshake");
 }
 
+/* {"type":"stdin","encoding":"utf8"|"base64","data":"..."} and
+ * {"type":"stdin_close"} from a client of an interactive run. Anything
+ * else is ignored. */
+static void client_text(struct client *c, const unsigned char *p, size_t n)
+{
+	struct json_tokener *tok = json_tokener_new_ex(4);
+	struct json_object *o = json_tokener_parse_ex(tok, (const char *)p, (int)n);
+	struct json_object *t = NULL, *e = NULL, *d = NULL;
+
+	json_tokener_free(tok);
+	if (!o || !json_object_object_get_ex(o, "type", &t))
+		goto out;
+	if (strcmp(json_object_get_string(t), "stdin_close") == 0) {
+		run_stdin_close(c->run_id);
+		goto out;
+	}
+	if (strcmp(json_object_get_string(t), "stdin") != 0 ||
+	    !json_object_object_get_ex(o, "data", &d) || !json_object_is_type(d, json_type_string))
+		goto out;
+	json_object_object_get_ex(o, "encoding", &e);
+	const char *data = json_object_get_string(d);
+	size_t len = (size_t)json_object_get_string_len(d);
+	if (e && strcmp(json_object_get_string(e), "base64") == 0) {
+		unsigned char *buf = malloc(len / 4 * 3 + 4);
+		int dl = EVP_DecodeBlock(buf, (const unsigned char *)data, (int)len);
+		while (dl > 0 && len > 0 && data[len - 1] == '=') {
+			len--;
+			dl--;
+		}
+		if (dl >= 0)
+			run_stdin_data(c->run_id, buf, (size_t)dl);
+		free(buf);
+	} else {
+		run_stdin_data(c->run_id, (const unsigned char *)data, len);
+	}
+out:
+	json_object_put(o);
+}
+
 static bool client_frames(struct client *c)
 {
 	for (;;) {
@@ -324,8 +364,8 @@ static bool client_frames(struct client *c)
 			c->inlen = 0;
 			return false; /* the peer is done; flush and go */
 		}
-		/* Text frames (stdin) are for interactive runs, which this
-		 * release does not offer: ignored. */
+		if (f.opcode == WS_OP_TEXT)
+			client_text(c, f.payload, f.len);
 		memmove(c->in, c->in + used, c->inlen - used);
 		c->inlen -= used;
 	}
@@ -480,6 +520,7 @@ void streams_tick(void)
 			continue;
 		if (!r->last_heartbeat)
 			r->last_heartbeat = now;
+		stdin_tick(r, now);
 		if (now - r->last_heartbeat >= 10000) {
 			r->last_heartbeat = now;
 			frames_heartbeat(r);

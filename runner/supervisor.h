@@ -79,6 +79,16 @@ struct run {
 	char message[256];
 	bool cancel;
 
+	/* Interactive runs (stdin.c). */
+	bool interactive;
+	int stdin_fd; /* write end; -1 when closed */
+	struct watch stdin_w;
+	unsigned char *stdin_buf;
+	size_t stdin_len;
+	bool stdin_closing;
+	int64_t stdin_total, stdin_window_start, stdin_window_bytes, stdin_last;
+	int64_t stdin_max_bytes, stdin_max_frame, stdin_bps, stdin_idle_ms;
+
 	int log_fd;
 	bool ended;             /* the end frame is written */
 	int64_t last_heartbeat; /* mono ms */
@@ -144,7 +154,7 @@ void frames_append_end(const char *run_id, const char *phase, const char *reason
 
 /* runtime_oci.c: bundles and crun invocations. */
 int oci_write_bundle(struct run *r, char *err, size_t errlen);
-pid_t oci_spawn(struct run *r, const char *verb, int out_fd, int err_fd,
+pid_t oci_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int err_fd,
 		int status_fd);
 void oci_cleanup_leftovers(struct supervisor *s);
 bool oci_is_runsc(void);
@@ -169,6 +179,13 @@ void streams_publish(const char *run_id, const char *line, size_t len, int64_t s
 		     bool end);
 void streams_tick(void);
 const struct stream_counters *streams_counters(void);
+
+/* stdin.c: interactive runs. */
+int stdin_setup(struct run *r); /* the read end for the sandbox, or -1 */
+void run_stdin_data(const char *run_id, const unsigned char *data, size_t len);
+void run_stdin_close(const char *run_id);
+void stdin_tick(struct run *r, int64_t now);
+void stdin_release(struct run *r);
 
 /* seccomp.c */
 struct json_object *seccomp_profile(void);

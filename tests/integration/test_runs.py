@@ -107,7 +107,7 @@ def test_log_cap_truncates_once_and_the_run_still_ends(admin):
 def test_spec_version_is_checked(admin):
     r = submit(admin, spec_version="0.9", command=["true"])
     body = assert_envelope(r, 400, "invalid_spec_version")
-    assert body["error"]["details"] == {"supported": ["1.0"], "provided": "0.9"}
+    assert body["error"]["details"] == {"supported": ["1.0", "1.1"], "provided": "0.9"}
     r = admin.post("/runs", data=json.dumps({"base_image": "python", "command": ["true"]}),
                    headers={"Content-Type": "application/json"})
     assert_envelope(r, 400, "invalid_spec_version")

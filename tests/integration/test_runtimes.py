@@ -7,7 +7,7 @@ def test_runtimes_fields_and_types(admin):
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["store_mode"] == "postgres"
-    assert body["supported_spec_versions"] == ["1.0"]
+    assert body["supported_spec_versions"] == ["1.0", "1.1"]
     rts = {rt["name"]: rt for rt in body["runtimes"]}
     cfg = effective_config()
     assert set(rts) == {"oci", "docker", "firecracker"}
@@ -18,8 +18,8 @@ def test_runtimes_fields_and_types(admin):
         for k in ("max_mem_mb", "max_upload_mb", "max_log_bytes", "queue_max_length",
                   "queue_ttl_sec", "workspace_cap_mb", "artifact_ttl_hours"):
             assert type(rt[k]) is int and rt[k] == int(cfg["SANDBOX_" + k.upper()]), (k, rt[k])
-        assert rt["supported_spec_versions"] == ["1.0"]
-        assert rt["interactive_supported"] is False
+        assert rt["supported_spec_versions"] == ["1.0", "1.1"]
+        assert rt["interactive_supported"] is (rt["name"] == "oci")
         assert rt["egress_allowlist_supported"] is False
         assert "notes" in rt
     assert rts["oci"]["available"] is True

@@ -262,3 +262,84 @@ def test_stalled_client_does_not_slow_anyone_and_sockets_are_released(admin):
     for s in stalled:
         s.close()
     assert wait_for(lambda: _supervisor_sockets() <= before, timeout=15), (before, _supervisor_sockets())
+
+
+async def _interactive(run, sends, until_end=True, timeout=30):
+    """Connect, send client frames (dicts, or ('sleep', s)), collect."""
+    got = []
+    async with websockets.connect(run["log_stream_url"], ssl=SSL, max_size=2 ** 20) as ws:
+        async def reader():
+            async for m in ws:
+                got.append(json.loads(m))
+        rt = asyncio.create_task(reader())
+        for s in sends:
+            if isinstance(s, tuple):
+                await asyncio.sleep(s[1])
+            else:
+                await ws.send(json.dumps(s))
+        await asyncio.wait_for(rt, timeout)
+    return got
+
+
+ECHO = ["python3", "-c", "import sys\nfor l in sys.stdin: print(l.strip().upper(), flush=True)\nprint('eof')"]
+
+
+def test_interactive_echo_round_trip(admin):
+    run = start(admin, spec_version="1.1", interactive=True, base_image="python", command=ECHO)
+    b64 = base64.b64encode(b"second\n").decode()
+    fr = asyncio.run(_interactive(run, [
+        {"type": "stdin", "encoding": "utf8", "data": "first\n"},
+        {"type": "stdin", "encoding": "base64", "data": b64},
+        {"type": "stdin", "encoding": "utf8", "data": "th"}, {"type": "stdin", "encoding": "utf8", "data": "ird\n"},
+        {"type": "stdin_close"}]))
+    assert decoded(fr) == b"FIRST\nSECOND\nTHIRD\neof\n"
+    closed = [f for f in fr if f.get("event") == "stdin_closed"]
+    assert len(closed) == 1 and closed[0]["data"] == {"reason": "client_closed"}
+    assert fr[-1]["event"] == "end" and fr[-1]["data"]["exit_code"] == 0
+    got = admin.get(f"/runs/{run['run_id']}").json()
+    assert got["interactive"] is True and got["stdin_limits"]["stdin_max_bytes"] == 1048576
+
+
+def _limit_case(admin, fields, sends):
+    run = start(admin, spec_version="1.1", interactive=True, base_image="python",
+                command=ECHO, timeout_sec=20, **fields)
+    fr = asyncio.run(_interactive(run, sends))
+    closed = [f for f in fr if f.get("event") == "stdin_closed"]
+    assert len(closed) == 1, fr
+    assert fr[-1]["event"] == "end" and fr[-1]["data"]["exit_code"] == 0  # EOF ends it
+    return closed[0]["data"]["reason"], decoded(fr)
+
+
+def test_interactive_limits(admin):
+    reason, out = _limit_case(admin, {"stdin_max_frame_bytes": 8},
+                              [{"type": "stdin", "data": "ok\n"},
+                               {"type": "stdin", "data": "too long a frame\n"},
+                               {"type": "stdin", "data": "after\n"}])
+    assert reason == "stdin_max_frame_bytes" and out == b"OK\neof\n"
+    reason, out = _limit_case(admin, {"stdin_max_bytes": 10},
+                              [{"type": "stdin", "data": "12345\n"},
+                               {"type": "stdin", "data": "67890\n"}])
+    assert reason == "stdin_max_bytes" and out == b"12345\neof\n"
+    reason, out = _limit_case(admin, {"stdin_bps": 10},
+                              [{"type": "stdin", "data": "abcdef\n"},
+                               {"type": "stdin", "data": "ghijkl\n"}])
+    assert reason == "stdin_bps" and out == b"ABCDEF\neof\n"
+    reason, out = _limit_case(admin, {"stdin_idle_timeout_sec": 1},
+                              [{"type": "stdin", "data": "hi\n"}])
+    assert reason == "stdin_idle_timeout_sec" and out == b"HI\neof\n"
+
+
+def test_interactive_fields_need_spec_1_1(admin):
+    r = submit(admin, interactive=True, command=["cat"])
+    body = assert_envelope(r, 400, "invalid_request")
+    assert body["error"]["details"]["requires_spec_version"] == "1.1"
+    assert_envelope(submit(admin, spec_version="1.1", interactive=True, stdin_bps=0,
+                           command=["cat"]), 400, "invalid_request")
+    # 1.0 runs are unchanged: stdin is empty, so cat ends at once.
+    final, fr = run_cat(admin)
+    assert final["phase"] == "completed" and output(fr) == b""
+
+
+def run_cat(admin):
+    from conftest import run as run_
+    return run_(admin, base_image="bash", command=["cat"])

@@ -37,8 +37,9 @@ int main(void)
 	ok(cfg_int(CFG_QUEUE_MAX_LENGTH) == 100, "queue_max_length default");
 	ok(cfg_float(CFG_MAX_CPU) == 4.0, "max_cpu default");
 	ok(strcmp(cfg_str(CFG_DEFAULT_RUNTIME), "oci") == 0, "default runtime oci");
-	ok(cfg_list(CFG_SUPPORTED_SPEC_VERSIONS, &items) == 1 &&
-		   strcmp(items[0], "1.0") == 0, "spec versions default [1.0]");
+	ok(cfg_list(CFG_SUPPORTED_SPEC_VERSIONS, &items) == 2 &&
+		   strcmp(items[0], "1.0") == 0 && strcmp(items[1], "1.1") == 0,
+	   "spec versions default [1.0, 1.1]");
 
 	setenv("SANDBOX_NO_SUCH_KEY", "1", 1);
 	ok(cfg_load(NULL, err, sizeof(err)) < 0 && strstr(err, "SANDBOX_NO_SUCH_KEY"),

@@ -19,7 +19,7 @@ static const char defaults_json[] =
 	"\"SANDBOX_MAX_ARTIFACT_BYTES_PER_USER_MB\":128,\"SANDBOX_MAX_CPU\":4.0,"
 	"\"SANDBOX_MAX_LOG_BYTES\":10485760,\"SANDBOX_MAX_MEM_MB\":8192,"
 	"\"SANDBOX_MAX_UPLOAD_MB\":64,\"SANDBOX_NETWORK_DEFAULT\":\"deny_all\","
-	"\"SANDBOX_PIDS_LIMIT\":256,\"SANDBOX_SUPPORTED_SPEC_VERSIONS\":[\"1.0\"],"
+	"\"SANDBOX_PIDS_LIMIT\":256,\"SANDBOX_SUPPORTED_SPEC_VERSIONS\":[\"1.0\",\"1.1\"],"
 	"\"SANDBOX_ULIMIT_NOFILE\":1024,\"SANDBOX_ULIMIT_NPROC\":512,"
 	"\"SANDBOX_WORKSPACE_CAP_MB\":256}";
 
@@ -49,7 +49,7 @@ int main(void)
 	ok(strcmp(json, defaults_json) == 0, "canonical JSON of the defaults");
 	free(json);
 	policy_hash_compute(h);
-	ok(strcmp(h, "6e44192251f7510cf1fec88450bec1969aa877066a33c0c2e24cee2412108bf0") == 0,
+	ok(strcmp(h, "8f9ca7255384cd71fa95de2a333c97b63cb78770ec4197c19b3a42509e3d598a") == 0,
 	   "policy_hash of the defaults matches the independent computation");
 
 	ok(cfg_set("SANDBOX_WS_SIGNING_SECRET", "s3cret", err, sizeof(err)) == 0,
