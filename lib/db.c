@@ -89,3 +89,13 @@ PGresult *db_exec(struct db *db, const char *sql, int nparams,
 	}
 	return NULL;
 }
+
+bool db_command(struct db *db, const char *sql, int nparams, const char *const *params)
+{
+	PGresult *r = db_exec(db, sql, nparams, params);
+
+	if (!r)
+		return false;
+	PQclear(r);
+	return true;
+}

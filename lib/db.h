@@ -29,6 +29,8 @@ bool db_ok(struct db *db);
  * old one was broken. */
 PGresult *db_exec(struct db *db, const char *sql, int nparams,
 		  const char *const *params);
+/* A statement whose rows nobody needs: true if it succeeded. */
+bool db_command(struct db *db, const char *sql, int nparams, const char *const *params);
 /* SQLSTATE of the last failed statement ("" if none). */
 const char *db_sqlstate(struct db *db);
 

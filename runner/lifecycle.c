@@ -138,13 +138,10 @@ static void on_timer(struct watch *w, uint32_t ev)
 static void db_phase_running(struct run *r)
 {
 	const char *p[] = { r->id };
-	PGresult *res = db_exec(&sup->db,
-				"UPDATE runs SET phase = 'running', running_at = now() "
-				"WHERE id = $1 AND phase = 'starting'",
-				1, p);
-	if (res)
-		PQclear(res);
-	else
+	if (!db_command(&sup->db,
+			"UPDATE runs SET phase = 'running', running_at = now() "
+			"WHERE id = $1 AND phase = 'starting'",
+			1, p))
 		log_msg(LOG_LVL_WARN, fields(r), "recording phase running: %s",
 			sup->db.last_error);
 }

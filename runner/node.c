@@ -54,12 +54,8 @@ int node_heartbeat(struct supervisor *s)
 void node_retire(struct supervisor *s)
 {
 	const char *params[] = { s->node_id };
-	PGresult *r = db_exec(&s->db,
-			      "UPDATE nodes SET heartbeat_at = 'epoch' "
-			      "WHERE node_id = $1",
-			      1, params);
-	if (r)
-		PQclear(r);
+	(void)db_command(&s->db, "UPDATE nodes SET heartbeat_at = 'epoch' WHERE node_id = $1",
+			 1, params);
 }
 
 /* The image catalog: every IMAGES_DIR/<name>/ with a digest file is an

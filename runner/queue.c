@@ -146,12 +146,20 @@ void queue_claim(struct supervisor *s)
 	PQclear(r);
 }
 
-/* End frames for runs that end without ever reaching a sandbox here. */
-static void end_unclaimed(PGresult *r, const char *phase, const char *reason,
-			  const char *message)
+/* End runs no sandbox of this process holds: `sql` sets phase `failed`
+ * with `reason` and returns their ids; each gets its end frame. Returns
+ * how many, or -1. */
+static int end_runs(struct supervisor *s, const char *sql, int n, const char *const *p,
+		    const char *reason, const char *message)
 {
-	for (int i = 0; i < PQntuples(r); i++)
-		frames_append_end(PQgetvalue(r, i, 0), phase, reason, message);
+	PGresult *r = db_exec(&s->db, sql, n, p);
+	if (!r)
+		return -1;
+	int count = PQntuples(r);
+	for (int i = 0; i < count; i++)
+		frames_append_end(PQgetvalue(r, i, 0), "failed", reason, message);
+	PQclear(r);
+	return count;
 }
 
 static void recover(struct supervisor *s)
@@ -173,19 +181,17 @@ static void recover(struct supervisor *s)
 	PQclear(r);
 	/* Began executing (or out of attempts): its sandbox is gone, so the
 	 * run ends; running it again could repeat its effects. */
-	r = db_exec(&s->db,
-		    "UPDATE runs SET phase = 'failed', reason_code = 'supervisor_restart',"
-		    "  message = 'the supervisor restarted while the run was in flight',"
-		    "  finished_at = now(), lease_until = NULL "
-		    "WHERE node_id = $1 AND phase IN ('starting', 'running') RETURNING id",
-		    1, p);
-	if (!r)
+	int n = end_runs(s,
+			 "UPDATE runs SET phase = 'failed', reason_code = 'supervisor_restart',"
+			 "  message = 'the supervisor restarted while the run was in flight',"
+			 "  finished_at = now(), lease_until = NULL "
+			 "WHERE node_id = $1 AND phase IN ('starting', 'running') RETURNING id",
+			 1, p, "supervisor_restart",
+			 "the supervisor restarted while the run was in flight");
+	if (n < 0)
 		return;
-	if (PQntuples(r))
-		log_info("recovery: %d run(s) ended with supervisor_restart", PQntuples(r));
-	end_unclaimed(r, "failed", "supervisor_restart",
-		      "the supervisor restarted while the run was in flight");
-	PQclear(r);
+	if (n > 0)
+		log_info("recovery: %d run(s) ended with supervisor_restart", n);
 	recovered = true;
 }
 
@@ -200,45 +206,33 @@ void queue_tick(struct supervisor *s)
 {
 	char ttl[16];
 	const char *p1[] = { s->node_id };
-	PGresult *r;
 
 	if (!recovered)
 		recover(s);
 	if (queue_listen(s) < 0)
 		return;
-	r = db_exec(&s->db,
-		    "UPDATE runs SET lease_until = now() + interval '60 seconds' "
-		    "WHERE node_id = $1 AND phase IN ('starting', 'running')",
-		    1, p1);
-	if (r)
-		PQclear(r);
+	(void)db_command(&s->db,
+			 "UPDATE runs SET lease_until = now() + interval '60 seconds' "
+			 "WHERE node_id = $1 AND phase IN ('starting', 'running')",
+			 1, p1);
 	(void)snprintf(ttl, sizeof(ttl), "%lld", (long long)cfg_int(CFG_QUEUE_TTL_SEC));
 	const char *p2[] = { ttl };
-	r = db_exec(&s->db,
-		    "UPDATE runs SET phase = 'failed', reason_code = 'queue_ttl_expired',"
-		    "  message = 'the run waited in the queue longer than queue_ttl_sec',"
-		    "  finished_at = now() "
-		    "WHERE phase = 'queued' AND created_at < now() - make_interval(secs => $1::int) "
-		    "RETURNING id",
-		    1, p2);
-	if (r) {
-		end_unclaimed(r, "failed", "queue_ttl_expired",
-			      "the run waited in the queue longer than queue_ttl_sec");
-		PQclear(r);
-	}
+	(void)end_runs(s,
+		       "UPDATE runs SET phase = 'failed', reason_code = 'queue_ttl_expired',"
+		       "  message = 'the run waited in the queue longer than queue_ttl_sec',"
+		       "  finished_at = now() "
+		       "WHERE phase = 'queued' AND created_at < now() - make_interval(secs => $1::int) "
+		       "RETURNING id",
+		       1, p2, "queue_ttl_expired",
+		       "the run waited in the queue longer than queue_ttl_sec");
 	/* Runs whose supervisor died (lease long expired) end here. */
-	r = db_exec(&s->db,
-		    "UPDATE runs SET phase = 'failed', reason_code = 'supervisor_restart',"
-		    "  message = 'the supervisor running it stopped answering',"
-		    "  finished_at = now(), lease_until = NULL "
-		    "WHERE phase IN ('starting', 'running') AND node_id <> $1"
-		    "  AND lease_until < now() - interval '60 seconds' RETURNING id",
-		    1, p1);
-	if (r) {
-		end_unclaimed(r, "failed", "supervisor_restart",
-			      "the supervisor running it stopped answering");
-		PQclear(r);
-	}
+	(void)end_runs(s,
+		       "UPDATE runs SET phase = 'failed', reason_code = 'supervisor_restart',"
+		       "  message = 'the supervisor running it stopped answering',"
+		       "  finished_at = now(), lease_until = NULL "
+		       "WHERE phase IN ('starting', 'running') AND node_id <> $1"
+		       "  AND lease_until < now() - interval '60 seconds' RETURNING id",
+		       1, p1, "supervisor_restart", "the supervisor running it stopped answering");
 	queue_claim(s);
 }
 
