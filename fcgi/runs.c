@@ -228,10 +228,16 @@ void h_runs_create(struct request *r)
 		json_object_put(out);
 		goto dberr;
 	}
-	log_msg(LOG_LVL_INFO,
-		log_fields("run_id", id, "user_id", r->user.id, "base_image", s.base_image,
-			   "runtime", s.runtime, "policy_hash", policy, NULL),
-		"run created");
+	/* The audit events' JSON log lines (their rows come from the trigger). */
+	static const char *const events[] = { "sandbox.run.created", "sandbox.run.queued" };
+	for (size_t i = 0; i < ARRAY_SIZE(events); i++)
+		log_msg(LOG_LVL_INFO,
+			log_fields("event", events[i], "run_id", id, "user_id", r->user.id,
+				   "base_image", s.base_image, "image_digest", s.digest,
+				   "runtime", s.runtime, "policy_hash", policy,
+				   "spec_version", s.spec_version,
+				   "source", src && strlen(src) <= 32 ? src : "API", NULL),
+			"%s", events[i]);
 	json_object_put(body);
 	respond_json(r, 202, out);
 	return;

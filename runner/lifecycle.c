@@ -62,6 +62,32 @@ static const char *row_str(struct json_object *row, const char *k)
 	return json_object_object_get_ex(row, k, &v) && v ? json_object_get_string(v) : "";
 }
 
+/* The audit event's JSON log line (its row is written by the database
+ * trigger on runs): who, where, what, under which policy; no code, no
+ * secrets. */
+static void audit_log(struct run *r, const char *event, const char *exit_code)
+{
+	struct json_object *f = log_fields(
+		"event", event, "run_id", r->id, "user_id", r->user_id, "runtime", "oci",
+		"base_image", r->base_image, "image_digest", row_str(r->row, "image_digest"),
+		"policy_hash", row_str(r->row, "policy_hash"),
+		"spec_version", row_str(r->row, "spec_version"),
+		"source", row_str(r->row, "source"), "node_id", sup->node_id, NULL);
+	if (r->final_phase && r->ended) {
+		json_object_object_add(f, "phase", json_object_new_string(r->final_phase));
+		json_object_object_add(f, "reason_code",
+				       r->reason ? json_object_new_string(r->reason) : NULL);
+		json_object_object_add(f, "exit_code",
+				       exit_code ? json_object_new_string(exit_code) : NULL);
+	}
+	/* The run's request id ties these lines to the POST that created it. */
+	char saved[129];
+	(void)strlcpy_ok(saved, log_request_id(), sizeof(saved));
+	log_set_request_id(row_str(r->row, "request_id"));
+	log_msg(LOG_LVL_INFO, f, "%s", event);
+	log_set_request_id(saved[0] ? saved : NULL);
+}
+
 static void end_with(struct run *r, const char *phase, const char *reason,
 		     const char *message)
 {
@@ -154,6 +180,7 @@ static void mark_running(struct run *r)
 	r->t_running = now_mono_ms();
 	r->exec_deadline = r->t_running + (int64_t)r->timeout_sec * 1000;
 	db_phase_running(r);
+	audit_log(r, "sandbox.run.running", NULL);
 	struct json_object *d = json_object_new_object();
 	json_object_object_add(d, "run_id", json_object_new_string(r->id));
 	json_object_object_add(d, "runtime", json_object_new_string("oci"));
@@ -363,11 +390,9 @@ static void record_end(struct run *r)
 	else
 		log_msg(LOG_LVL_ERROR, fields(r), "recording the end of the run: %s",
 			sup->db.last_error);
-	log_msg(LOG_LVL_INFO,
-		log_fields("run_id", r->id, "user_id", r->user_id, "phase",
-			   r->final_phase, "reason_code", r->reason, "exit_code",
-			   exit_code >= 0 ? exitbuf : NULL, NULL),
-		"run ended");
+	char event[48];
+	(void)snprintf(event, sizeof(event), "sandbox.run.%s", r->final_phase);
+	audit_log(r, event, exit_code >= 0 ? exitbuf : NULL);
 }
 
 /* The sandbox is gone: release what is left and free the run. */
@@ -580,7 +605,7 @@ void run_begin(struct json_object *row)
 	r->timer_w.fn = on_timer;
 	r->timer_w.ctx = r;
 	(void)loop_add(&r->timer_w, EPOLLIN);
-	log_msg(LOG_LVL_INFO, fields(r), "run claimed");
+	audit_log(r, "sandbox.run.starting", NULL);
 
 	char runs_dir[600];
 	(void)snprintf(runs_dir, sizeof(runs_dir), "%s/runs", cfg_str(CFG_DATA_ROOT));

@@ -233,7 +233,28 @@ void queue_tick(struct supervisor *s)
 		       "WHERE phase IN ('starting', 'running') AND node_id <> $1"
 		       "  AND lease_until < now() - interval '60 seconds' RETURNING id",
 		       1, p1, "supervisor_restart", "the supervisor running it stopped answering");
+	audit_retention(s);
 	queue_claim(s);
+}
+
+/* SANDBOX_AUDIT_RETENTION_DAYS, swept at most once a minute; the only
+ * deletes the audit table accepts. */
+void audit_retention(struct supervisor *s)
+{
+	static int64_t last;
+	char days[16];
+
+	if (last && now_mono_ms() - last < 60000)
+		return;
+	last = now_mono_ms();
+	(void)snprintf(days, sizeof(days), "%lld", (long long)cfg_int(CFG_AUDIT_RETENTION_DAYS));
+	const char *p[] = { days };
+	(void)db_command(&s->db, "SET sandbox.audit_retention = on", 0, NULL);
+	if (!db_command(&s->db,
+			"DELETE FROM audit_events WHERE ts < now() - make_interval(days => $1::int)",
+			1, p))
+		log_warn("audit retention sweep failed: %s", s->db.last_error);
+	(void)db_command(&s->db, "RESET sandbox.audit_retention", 0, NULL);
 }
 
 void queue_poll(struct supervisor *s)

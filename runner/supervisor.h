@@ -135,6 +135,7 @@ void queue_claim(struct supervisor *s);
 void queue_tick(struct supervisor *s);
 void queue_recover(struct supervisor *s);
 void queue_poll(struct supervisor *s); /* notifications read by other queries */
+void audit_retention(struct supervisor *s);
 
 /* lifecycle.c: the run state machine. */
 void run_begin(struct json_object *row);

@@ -16,6 +16,10 @@ SELECT id, user_id, phase, reason_code, message, exit_code, runtime, runtime_ver
        resource_usage
 FROM runs WHERE id::text = :'run_id';
 
+\echo '== audit trail of one run (-v run_id=...)'
+SELECT ts, event, user_id, source, node_id, outcome FROM audit_events
+WHERE run_id::text = :'run_id' ORDER BY id;
+
 \echo '== stuck runs: in flight with an expired lease, or past their timeouts'
 SELECT id, user_id, phase, node_id, lease_until, created_at, running_at,
        now() - coalesce(running_at, started_at) AS in_phase_for

@@ -184,9 +184,9 @@ def wait_phase(client, run_id, phase, timeout=30):
                     timeout=timeout, interval=0.05)
 
 
-def run(client, timeout=60, **fields):
+def run(client, timeout=60, headers=None, **fields):
     """Submit a run and wait for its end: (final run, frames)."""
-    r = submit(client, **fields)
+    r = submit(client, headers=headers, **fields)
     assert r.status_code == 202, r.text
     final = wait_run(client, r.json()["run_id"], timeout)
     return final, frames(client, final["id"])

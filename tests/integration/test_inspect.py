@@ -16,7 +16,8 @@ def test_every_inspect_query_runs(admin):
     assert r.returncode == 0, r.stderr
     out = r.stdout
     sections = [l for l in out.splitlines() if l.startswith("== ")]
-    assert len(sections) == 13, sections
+    assert len(sections) == 14, sections
+    assert "sandbox.run.completed" in out  # the run's audit trail
     assert final["id"] in out and final["policy_hash"] in out
     assert "python" in out and "sha256:" in out  # the catalog
     assert "004_interactive.sql" in out
