@@ -78,6 +78,8 @@ static const char *error_title(const char *code)
 		{ "not_ready", "Not ready" },
 		{ "service_unavailable", "Service unavailable" },
 		{ "internal_error", "Internal error" },
+		{ "queue_full", "Queue full" },
+		{ "policy_unsupported", "Policy unsupported" },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(titles); i++)
 		if (strcmp(titles[i].code, code) == 0)

@@ -22,6 +22,8 @@ static const struct route {
 	{ "GET", API "/runs/{id}", h_run_get, true },
 	{ "GET", API "/runs/{id}/logs", h_run_logs, true },
 	{ "POST", API "/runs/{id}/cancel", h_run_cancel, true },
+	{ "GET", API "/admin/runs", h_admin_runs, true },
+	{ "GET", API "/admin/runs/{id}", h_admin_run, true },
 	/* Authenticates itself: an API key or a signed token. */
 	{ "GET", API "/runs/{id}/stream", h_run_stream, false },
 };

@@ -21,6 +21,10 @@ void h_run_get(struct request *r);
 void h_run_logs(struct request *r);
 void h_run_cancel(struct request *r);
 
+/* admin.c */
+void h_admin_runs(struct request *r);
+void h_admin_run(struct request *r);
+
 /* streams.c */
 void h_run_stream(struct request *r);
 void stream_token(const char *run_id, const char *exp, char out[65]);
