@@ -20,20 +20,29 @@ int node_heartbeat(struct supervisor *s)
 	const char *rt = json_object_to_json_string_ext(s->runtimes,
 							JSON_C_TO_STRING_PLAIN);
 	(void)snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	const struct stream_counters *c = streams_counters();
+	char stats[512];
+	(void)snprintf(stats, sizeof(stats),
+		       "{\"runs_in_flight\":%d,\"ws_connections_opened\":%llu,"
+		       "\"ws_disconnects\":%llu,\"ws_heartbeats_sent\":%llu,"
+		       "\"ws_queue_drops\":%llu,\"ws_clients\":%d}",
+		       s->nruns, (unsigned long long)c->opened,
+		       (unsigned long long)c->disconnects, (unsigned long long)c->heartbeats,
+		       (unsigned long long)c->drops, streams_clients());
 	const char *params[] = { s->node_id, s->hostname, SANDBOX_VERSION, pid,
-				 cfg_str(CFG_SUPERVISOR_SOCKET), rt };
+				 cfg_str(CFG_SUPERVISOR_SOCKET), rt, stats };
 	PGresult *r = db_exec(
 		&s->db,
 		"INSERT INTO nodes (node_id, hostname, version, pid, "
-		"  supervisor_socket, runtimes) "
-		"VALUES ($1, $2, $3, $4::int, $5, $6::jsonb) "
+		"  supervisor_socket, runtimes, stats) "
+		"VALUES ($1, $2, $3, $4::int, $5, $6::jsonb, $7::jsonb) "
 		"ON CONFLICT (node_id) DO UPDATE SET hostname = EXCLUDED.hostname, "
 		"  version = EXCLUDED.version, pid = EXCLUDED.pid, "
 		"  supervisor_socket = EXCLUDED.supervisor_socket, "
-		"  runtimes = EXCLUDED.runtimes, heartbeat_at = now(), "
+		"  runtimes = EXCLUDED.runtimes, stats = EXCLUDED.stats, heartbeat_at = now(), "
 		"  started_at = CASE WHEN nodes.pid = EXCLUDED.pid "
 		"    THEN nodes.started_at ELSE now() END",
-		6, params);
+		7, params);
 	if (!r) {
 		if (s->registered)
 			log_msg(LOG_LVL_WARN,

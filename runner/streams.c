@@ -64,6 +64,7 @@ static int nclients;
 static struct stream_counters counters;
 
 const struct stream_counters *streams_counters(void) { return &counters; }
+int streams_clients(void) { return nclients; }
 
 static void client_free(struct client *c, const char *why)
 {

@@ -180,6 +180,7 @@ void streams_publish(const char *run_id, const char *line, size_t len, int64_t s
 		     bool end);
 void streams_tick(void);
 const struct stream_counters *streams_counters(void);
+int streams_clients(void);
 
 /* stdin.c: interactive runs. */
 int stdin_setup(struct run *r); /* the read end for the sandbox, or -1 */

@@ -343,3 +343,18 @@ def test_interactive_fields_need_spec_1_1(admin):
 def run_cat(admin):
     from conftest import run as run_
     return run_(admin, base_image="bash", command=["cat"])
+
+
+def test_stream_counters_are_reported(admin):
+    from conftest import psql
+    run_ = start(admin, **py("print(1)"))
+    collect(run_["log_stream_url"])
+    def stats():
+        rows = psql("SELECT stats::text FROM nodes ORDER BY heartbeat_at DESC LIMIT 1")
+        return json.loads(rows[0][0])
+    s = wait_for(lambda: stats() if stats().get("ws_connections_opened", 0) >= 1 else None,
+                 timeout=10)
+    assert s, stats()
+    for k in ("ws_connections_opened", "ws_disconnects", "ws_heartbeats_sent",
+              "ws_queue_drops", "ws_clients", "runs_in_flight"):
+        assert isinstance(s[k], int), k
