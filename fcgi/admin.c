@@ -148,30 +148,16 @@ void h_admin_run(struct request *r)
 
 	if (!admin_only(r))
 		return;
-	if (!uuid_valid(id)) {
-		respond_error(r, 404, "not_found", NULL, "run %.64s not found", id);
-		return;
-	}
-	const char *p[] = { id };
-	_cleanup_pgres_ PGresult *res = db_exec(
-		r->db,
-		"SELECT json_build_object('id', id, 'user_id', user_id, 'session_id', session_id,"
+	_cleanup_pgres_ PGresult *res = run_lookup(r, id,
+		"json_build_object('id', id, 'user_id', user_id, 'session_id', session_id,"
 		" 'spec_version', spec_version, 'runtime', runtime, 'runtime_version', runtime_version,"
 		" 'base_image', base_image, 'image_digest', image_digest, 'phase', phase,"
 		" 'exit_code', exit_code, 'reason_code', reason_code, 'message', message,"
 		" 'created_at', " TS("created_at") ", 'started_at', " TS("running_at") ","
 		" 'finished_at', " TS("finished_at") ", 'policy_hash', policy_hash,"
 		" 'node_id', node_id, 'attempt', attempt, 'source', source, 'request_id', request_id,"
-		" 'resource_usage', resource_usage, 'artifacts', '[]'::json)::text "
-		"FROM runs WHERE id = $1::uuid",
-		1, p);
-	if (!res) {
-		respond_db_error(r);
+		" 'resource_usage', resource_usage, 'artifacts', '[]'::json)::text", NULL);
+	if (!res)
 		return;
-	}
-	if (PQntuples(res) == 0) {
-		respond_error(r, 404, "not_found", NULL, "run %s not found", id);
-		return;
-	}
 	respond_json(r, 200, json_tokener_parse(PQgetvalue(res, 0, 0)));
 }

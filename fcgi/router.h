@@ -16,6 +16,11 @@ void h_healthz(struct request *r);
 void h_readyz(struct request *r);
 
 /* runs.c */
+/* One run's columns `cols`, of `owner` (NULL: anyone's). NULL after having
+ * answered: 404 for a malformed, unknown or foreign id, 5xx for the
+ * database. */
+PGresult *run_lookup(struct request *r, const char *id, const char *cols,
+		     const char *owner);
 void h_runs_create(struct request *r);
 void h_run_get(struct request *r);
 void h_run_logs(struct request *r);

@@ -248,19 +248,19 @@ dberr:
 	respond_db_error(r);
 }
 
-/* The caller's run, or a 404 that says nothing about other users' runs. */
-static PGresult *own_run(struct request *r, const char *sql_cols)
+PGresult *run_lookup(struct request *r, const char *id, const char *cols,
+		     const char *owner)
 {
-	const char *id = r->params[0];
 	char sql[4096];
 
 	if (!uuid_valid(id)) {
 		respond_error(r, 404, "not_found", NULL, "run %.64s not found", id);
 		return NULL;
 	}
-	(void)snprintf(sql, sizeof(sql), "SELECT %s FROM runs WHERE id = $1::uuid AND user_id = $2",
-		       sql_cols);
-	const char *p[] = { id, r->user.id };
+	(void)snprintf(sql, sizeof(sql),
+		       "SELECT %s FROM runs WHERE id = $1::uuid AND ($2::text IS NULL OR user_id = $2)",
+		       cols);
+	const char *p[] = { id, owner };
 	PGresult *res = db_exec(r->db, sql, 2, p);
 	if (!res) {
 		respond_db_error(r);
@@ -272,6 +272,11 @@ static PGresult *own_run(struct request *r, const char *sql_cols)
 		return NULL;
 	}
 	return res;
+}
+
+static PGresult *own_run(struct request *r, const char *cols)
+{
+	return run_lookup(r, r->params[0], cols, r->user.id);
 }
 
 void h_run_get(struct request *r)

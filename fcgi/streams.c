@@ -70,10 +70,6 @@ void h_run_stream(struct request *r)
 	int64_t from_seq = 1;
 	const char *why, *upgrade = req_param(r, "HTTP_UPGRADE");
 
-	if (!uuid_valid(id)) {
-		respond_error(r, 404, "not_found", NULL, "run %.64s not found", id);
-		return;
-	}
 	if (token) {
 		if (check_token(r, id, token, exp) < 0)
 			return;
@@ -87,20 +83,10 @@ void h_run_stream(struct request *r)
 	}
 	/* With a token the run is the token's; with a key it must be the
 	 * caller's. Either way the answer for a stranger is 404. */
-	const char *p[] = { id, r->authenticated ? r->user.id : NULL };
-	_cleanup_pgres_ PGresult *res = db_exec(
-		r->db,
-		"SELECT coalesce(node_id, '') FROM runs WHERE id = $1::uuid "
-		"AND ($2::text IS NULL OR user_id = $2)",
-		2, p);
-	if (!res) {
-		respond_db_error(r);
+	_cleanup_pgres_ PGresult *res = run_lookup(r, id, "coalesce(node_id, '')",
+						   r->authenticated ? r->user.id : NULL);
+	if (!res)
 		return;
-	}
-	if (PQntuples(res) == 0) {
-		respond_error(r, 404, "not_found", NULL, "run %s not found", id);
-		return;
-	}
 	if (!upgrade || strcasecmp(upgrade, "websocket") != 0) {
 		respond_error_h(r, 426, "Upgrade: websocket\r\n", "invalid_request", NULL,
 				"this endpoint is a WebSocket: send Upgrade: websocket");
