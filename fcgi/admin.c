@@ -1,6 +1,7 @@
 /* admin.c: the administrators' read-only API (PRD §30): runs of every
- * user with filters and paging, one run in full. Admin role only; anyone
- * else gets 403. Every list query is served by an index (see
+ * user with filters and paging, one run in full, idempotency keys, usage
+ * per user and summaries over a window. Admin role only; anyone else
+ * gets 403. Every list query is served by an index (see
  * docs/operations.md). */
 #include "router.h"
 #include "../lib/crypto.h"
@@ -159,5 +160,134 @@ void h_admin_run(struct request *r)
 		" 'resource_usage', resource_usage, 'artifacts', '[]'::json)::text", NULL);
 	if (!res)
 		return;
+	respond_json(r, 200, json_tokener_parse(PQgetvalue(res, 0, 0)));
+}
+
+static int64_t query_int(struct request *r, const char *name, int64_t def, int64_t min,
+			 int64_t max, bool *bad)
+{
+	_cleanup_free_ char *v = req_query(r, name);
+	int64_t out = def;
+	const char *why;
+
+	if (v && parse_i64(v, min, max, &out, &why) < 0)
+		*bad = true;
+	return out;
+}
+
+/* Idempotency keys (PRD §30): endpoint runs|sessions|any, user_id,
+ * limit, offset. */
+void h_admin_idempotency(struct request *r)
+{
+	bool bad = false;
+	_cleanup_free_ char *endpoint = req_query(r, "endpoint");
+	_cleanup_free_ char *user = req_query(r, "user_id");
+	char lim[24], off[24];
+
+	if (!admin_only(r))
+		return;
+	int64_t limit = query_int(r, "limit", 50, 1, 200, &bad);
+	int64_t offset = query_int(r, "offset", 0, 0, 100000000, &bad);
+	if (bad || (endpoint && strcmp(endpoint, "runs") && strcmp(endpoint, "sessions") &&
+		    strcmp(endpoint, "any"))) {
+		respond_error(r, 400, "invalid_request", NULL,
+			      "endpoint is runs, sessions or any; limit 1..200; offset >= 0");
+		return;
+	}
+	(void)snprintf(lim, sizeof(lim), "%lld", (long long)limit);
+	(void)snprintf(off, sizeof(off), "%lld", (long long)offset);
+	const char *p[] = { endpoint && strcmp(endpoint, "any") ? endpoint : NULL, user, lim, off };
+	_cleanup_pgres_ PGresult *res = db_exec(
+		r->db,
+		"SELECT coalesce(json_agg(json_build_object('endpoint', endpoint, 'user_key', user_id,"
+		"  'user_id', user_id, 'key', key, 'object_id', object_id, 'status', status,"
+		"  'created_at', " TS("created_at") ") ORDER BY created_at DESC), '[]')::text FROM ("
+		" SELECT * FROM idempotency WHERE ($1::text IS NULL OR endpoint = $1)"
+		"  AND ($2::text IS NULL OR user_id = $2)"
+		" ORDER BY created_at DESC LIMIT $3::int OFFSET $4::int) t",
+		4, p);
+	if (!res) {
+		respond_db_error(r);
+		return;
+	}
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "items", json_tokener_parse(PQgetvalue(res, 0, 0)));
+	json_object_object_add(o, "limit", json_object_new_int64(limit));
+	json_object_object_add(o, "offset", json_object_new_int64(offset));
+	respond_json(r, 200, o);
+}
+
+/* Per-user artifact bytes (PRD §30), top N, with runs and log bytes. */
+void h_admin_usage(struct request *r)
+{
+	bool bad = false;
+	char lim[24];
+
+	if (!admin_only(r))
+		return;
+	int64_t limit = query_int(r, "limit", 50, 1, 200, &bad);
+	if (bad) {
+		respond_error(r, 400, "invalid_request", NULL, "limit is 1..200");
+		return;
+	}
+	(void)snprintf(lim, sizeof(lim), "%lld", (long long)limit);
+	const char *p[] = { lim };
+	_cleanup_pgres_ PGresult *res = db_exec(
+		r->db,
+		"SELECT coalesce(json_agg(t ORDER BY t.artifact_bytes DESC, t.runs DESC), '[]')::text "
+		"FROM (SELECT user_id, sum(artifact_bytes)::bigint AS artifact_bytes,"
+		"  count(*) AS runs, sum(log_bytes)::bigint AS log_bytes,"
+		"  round(sum(coalesce((resource_usage->>'cpu_time_sec')::numeric, 0)), 3) AS cpu_time_sec"
+		"  FROM runs GROUP BY user_id ORDER BY 2 DESC, 3 DESC LIMIT $1::int) t",
+		1, p);
+	if (!res) {
+		respond_db_error(r);
+		return;
+	}
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "items", json_tokener_parse(PQgetvalue(res, 0, 0)));
+	respond_json(r, 200, o);
+}
+
+/* Totals over a window (from, to; default the last 24 h), by runtime and
+ * top users (PRD v0.3 aggregates). */
+void h_admin_usage_summary(struct request *r)
+{
+	_cleanup_free_ char *from = req_query(r, "from");
+	_cleanup_free_ char *to = req_query(r, "to");
+
+	if (!admin_only(r))
+		return;
+	const char *p[] = { from, to };
+	_cleanup_pgres_ PGresult *res = db_exec(
+		r->db,
+		"WITH w AS (SELECT coalesce($1::timestamptz, now() - interval '24 hours') AS f,"
+		"                  coalesce($2::timestamptz, now()) AS t),"
+		" x AS (SELECT runs.* FROM runs, w WHERE created_at >= w.f AND created_at <= w.t) "
+		"SELECT json_build_object("
+		" 'window', (SELECT json_build_object('from', " TS("f") ", 'to', " TS("t") ") FROM w),"
+		" 'totals', (SELECT json_build_object('runs', count(*),"
+		"   'completed', count(*) FILTER (WHERE phase = 'completed'),"
+		"   'failed', count(*) FILTER (WHERE phase = 'failed'),"
+		"   'timed_out', count(*) FILTER (WHERE phase = 'timed_out'),"
+		"   'killed', count(*) FILTER (WHERE phase = 'killed'),"
+		"   'log_bytes', coalesce(sum(log_bytes), 0), 'artifact_bytes', coalesce(sum(artifact_bytes), 0))"
+		"   FROM x),"
+		" 'by_runtime', (SELECT coalesce(json_agg(b ORDER BY b.runs DESC), '[]') FROM ("
+		"   SELECT runtime, count(*) AS runs, count(*) FILTER (WHERE phase = 'completed') AS completed,"
+		"   coalesce(sum(log_bytes), 0) AS log_bytes, coalesce(sum(artifact_bytes), 0) AS artifact_bytes"
+		"   FROM x GROUP BY runtime) b),"
+		" 'top_users', (SELECT coalesce(json_agg(u ORDER BY u.runs DESC), '[]') FROM ("
+		"   SELECT user_id, count(*) AS runs, coalesce(sum(artifact_bytes), 0) AS artifact_bytes"
+		"   FROM x GROUP BY user_id ORDER BY 2 DESC LIMIT 10) u)"
+		")::text",
+		2, p);
+	if (!res) {
+		if (strncmp(db_sqlstate(r->db), "22", 2) == 0)
+			respond_error(r, 400, "invalid_request", NULL, "from and to are ISO 8601 timestamps");
+		else
+			respond_db_error(r);
+		return;
+	}
 	respond_json(r, 200, json_tokener_parse(PQgetvalue(res, 0, 0)));
 }

@@ -24,6 +24,9 @@ static const struct route {
 	{ "POST", API "/runs/{id}/cancel", h_run_cancel, true },
 	{ "GET", API "/admin/runs", h_admin_runs, true },
 	{ "GET", API "/admin/runs/{id}", h_admin_run, true },
+	{ "GET", API "/admin/idempotency", h_admin_idempotency, true },
+	{ "GET", API "/admin/usage", h_admin_usage, true },
+	{ "GET", API "/admin/usage/summary", h_admin_usage_summary, true },
 	/* Authenticates itself: an API key or a signed token. */
 	{ "GET", API "/runs/{id}/stream", h_run_stream, false },
 };

@@ -29,6 +29,9 @@ void h_run_cancel(struct request *r);
 /* admin.c */
 void h_admin_runs(struct request *r);
 void h_admin_run(struct request *r);
+void h_admin_idempotency(struct request *r);
+void h_admin_usage(struct request *r);
+void h_admin_usage_summary(struct request *r);
 
 /* streams.c */
 void h_run_stream(struct request *r);

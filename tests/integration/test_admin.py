@@ -55,3 +55,30 @@ def test_admin_run_details(admin, user_key):
     assert d["resource_usage"]["limits"]["memory_mb"] == 512
     assert d["artifacts"] == [] and d["policy_hash"] == hers["policy_hash"]
     assert_envelope(admin.get("/admin/runs/00000000-0000-4000-8000-000000000000"), 404, "not_found")
+
+
+def test_admin_idempotency_usage_and_summary(admin, user_key):
+    alice = Client(BASE_URL, user_key)
+    key = "adm-" + str(time.time())
+    r = submit(alice, headers={"Idempotency-Key": key}, **py("print(1)"))
+    rid = r.json()["run_id"]
+    wait_run(alice, rid)
+    items = admin.get("/admin/idempotency?endpoint=runs&user_id=alice").json()["items"]
+    mine = [i for i in items if i["key"] == key]
+    assert mine and mine[0]["object_id"] == rid and mine[0]["endpoint"] == "runs"
+    assert mine[0]["user_id"] == "alice" and mine[0]["status"] == 202
+    assert_envelope(admin.get("/admin/idempotency?endpoint=bogus"), 400, "invalid_request")
+    usage = admin.get("/admin/usage").json()["items"]
+    users = {u["user_id"]: u for u in usage}
+    assert "alice" in users and users["alice"]["runs"] >= 1
+    assert {"artifact_bytes", "log_bytes", "cpu_time_sec"} <= set(users["alice"])
+    s = admin.get("/admin/usage/summary").json()
+    assert set(s) == {"window", "totals", "by_runtime", "top_users"}
+    assert s["totals"]["runs"] >= s["totals"]["completed"] >= 1
+    assert s["by_runtime"][0]["runtime"] == "oci"
+    assert any(u["user_id"] == "alice" for u in s["top_users"])
+    empty = admin.get("/admin/usage/summary?from=2000-01-01T00:00:00Z&to=2000-01-02T00:00:00Z").json()
+    assert empty["totals"]["runs"] == 0 and empty["window"]["from"].startswith("2000-01-01")
+    assert_envelope(admin.get("/admin/usage/summary?from=nope"), 400, "invalid_request")
+    for path in ("/admin/idempotency", "/admin/usage", "/admin/usage/summary"):
+        assert_envelope(alice.get(path), 403, "forbidden")
