@@ -358,3 +358,36 @@ def test_stream_counters_are_reported(admin):
     for k in ("ws_connections_opened", "ws_disconnects", "ws_heartbeats_sent",
               "ws_queue_drops", "ws_clients", "runs_in_flight"):
         assert isinstance(s[k], int), k
+
+
+def test_a_client_reading_nothing_for_a_minute_delays_no_one(admin):
+    """Two clients that upgrade and then read nothing stay connected for a
+    minute while the run writes a line every 50 ms; a reading client gets
+    every line within a second of it being written, and the run takes no
+    longer than it would alone."""
+    code = ("import time, sys\nend = time.time() + 60\n"
+            "while time.time() < end:\n"
+            "    sys.stdout.write('%.6f %s\\n' % (time.time(), 'x' * 400)); sys.stdout.flush()\n"
+            "    time.sleep(0.05)\n")
+    run_ = start(admin, timeout_sec=120, **py(code))
+    stalled = [_raw_ws(run_["run_id"]) for _ in range(2)]
+
+    async def reader():
+        worst, lines = 0.0, 0
+        async with websockets.connect(run_["log_stream_url"], ssl=SSL, max_size=2 ** 20) as ws:
+            async for m in ws:
+                now = time.time()
+                f = json.loads(m)
+                if f["type"] == "stdout" and f["encoding"] == "utf8":
+                    for line in f["data"].splitlines():
+                        worst = max(worst, now - float(line.split()[0]))
+                        lines += 1
+        return worst, lines
+    worst, lines = asyncio.run(asyncio.wait_for(reader(), 100))
+    final = wait_run(admin, run_["run_id"])
+    assert final["phase"] == "completed", final
+    assert lines > 900, lines
+    assert worst < 1.0, worst
+    assert final["resource_usage"]["wall_time_sec"] < 63
+    for s in stalled:
+        s.close()
