@@ -81,12 +81,8 @@ int auth_authenticate(struct request *r)
 		/* Recorded at most once a minute per key: cheap, and enough
 		 * for an operator to see which keys are in use. */
 		const char *p2[] = { r->user.key_id };
-		PGresult *u = db_exec(r->db,
-				      "UPDATE api_keys SET last_used_at = now() "
-				      "WHERE id = $1",
-				      1, p2);
-		if (u)
-			PQclear(u);
+		(void)db_command(r->db, "UPDATE api_keys SET last_used_at = now() WHERE id = $1",
+				 1, p2);
 	}
 	return 0;
 bad:

@@ -143,13 +143,11 @@ enum idem_result idem_begin(struct request *r, const char *endpoint,
 		if (PQgetvalue(old, 0, 5)[0] == 't') {
 			/* Past its TTL the key is new again. */
 			const char *dp[] = { endpoint, r->user.id, key };
-			PGresult *del = db_exec(r->db,
-						"DELETE FROM idempotency WHERE endpoint = $1 "
-						"AND user_id = $2 AND key = $3",
-						3, dp);
-			if (!del)
+			if (!db_command(r->db,
+					"DELETE FROM idempotency WHERE endpoint = $1 "
+					"AND user_id = $2 AND key = $3",
+					3, dp))
 				return IDEM_ERROR;
-			PQclear(del);
 			continue;
 		}
 		if (strcmp(PQgetvalue(old, 0, 0), fingerprint) != 0) {
@@ -178,12 +176,8 @@ int idem_finish(struct request *r, const char *endpoint, const char *key,
 	(void)snprintf(st, sizeof(st), "%d", status);
 	const char *p[] = { endpoint, r->user.id, key, st,
 			    json_object_to_json_string_ext(response, JSON_C_TO_STRING_PLAIN) };
-	PGresult *u = db_exec(r->db,
-			      "UPDATE idempotency SET status = $4::int, response = $5::jsonb "
-			      "WHERE endpoint = $1 AND user_id = $2 AND key = $3",
-			      5, p);
-	if (!u)
-		return -1;
-	PQclear(u);
-	return 0;
+	return db_command(r->db,
+			  "UPDATE idempotency SET status = $4::int, response = $5::jsonb "
+			  "WHERE endpoint = $1 AND user_id = $2 AND key = $3",
+			  5, p) ? 0 : -1;
 }

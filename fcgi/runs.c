@@ -72,18 +72,9 @@ static void stream_url(struct request *r, const char *id, int64_t from_seq, char
 	}
 }
 
-static bool tx(struct request *r, const char *sql)
-{
-	PGresult *res = db_exec(r->db, sql, 0, NULL);
-	if (!res)
-		return false;
-	PQclear(res);
-	return true;
-}
-
 static void rollback(struct request *r)
 {
-	(void)tx(r, "ROLLBACK");
+	(void)db_command(r->db, "ROLLBACK", 0, NULL);
 }
 
 void h_runs_create(struct request *r)
@@ -103,7 +94,7 @@ void h_runs_create(struct request *r)
 	json_fingerprint(body, fp);
 	policy_hash(policy);
 
-	if (!tx(r, "BEGIN"))
+	if (!db_command(r->db, "BEGIN", 0, NULL))
 		goto dberr;
 	if (key) {
 		switch (idem_begin(r, "runs", key, fp, id)) {
@@ -224,7 +215,7 @@ void h_runs_create(struct request *r)
 		json_object_put(out);
 		goto dberr_rb;
 	}
-	if (!tx(r, "COMMIT")) {
+	if (!db_command(r->db, "COMMIT", 0, NULL)) {
 		json_object_put(out);
 		goto dberr;
 	}

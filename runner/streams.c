@@ -262,7 +262,8 @@ static void replay(struct client *c)
 
 static void on_client(struct watch *w, uint32_t ev);
 
-static void handshake(struct client *c)
+/* false when the client was refused (and freed). */
+static bool handshake(struct client *c)
 {
 	struct ws_upgrade u;
 	char *end = memmem(c->in, c->inlen, "\r\n\r\n", 4);
@@ -270,7 +271,7 @@ static void handshake(struct client *c)
 	if (!end) {
 		if (c->inlen >= HANDSHAKE_MAX)
 			goto bad;
-		return;
+		return true;
 	}
 	size_t hlen = (size_t)(end - c->in) + 4;
 	char save = c->in[hlen];
@@ -295,13 +296,14 @@ static void handshake(struct client *c)
 	counters.opened++;
 	log_msg(LOG_LVL_DEBUG, log_fields("run_id", c->run_id, NULL), "stream client attached");
 	replay(c);
-	return;
+	return true;
 bad:;
 	static const char r400[] = "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n"
 				   "Content-Length: 0\r\n\r\n";
 	queue_bytes(c, r400, sizeof(r400) - 1);
 	(void)flush(c);
 	client_free(c, "bad handshake");
+	return false;
 }
 
 /* {"type":"stdin","encoding":"utf8"|"base64","data":"..."} and
@@ -385,12 +387,7 @@ static void on_client(struct watch *w, uint32_t ev)
 		if (n > 0) {
 			c->inlen += (size_t)n;
 			if (c->state == C_HANDSHAKE) {
-				handshake(c);
-				/* handshake() frees the client it refuses. */
-				bool alive = false;
-				for (struct client *x = clients; x; x = x->next)
-					alive |= x == c;
-				if (!alive || c->state == C_HANDSHAKE)
+				if (!handshake(c) || c->state == C_HANDSHAKE)
 					return;
 			} else if (!client_frames(c)) {
 				(void)flush(c);

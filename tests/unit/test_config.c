@@ -8,23 +8,6 @@
 #include <fcntl.h>
 #include <string.h>
 
-extern char **environ;
-
-static void clear_env(void)
-{
-	for (;;) {
-		char **e = environ;
-		while (*e && strncmp(*e, "SANDBOX_", 8) != 0)
-			e++;
-		if (!*e)
-			break;
-		char name[256];
-		size_t n = strcspn(*e, "=");
-		memcpy(name, *e, n < 255 ? n : 255);
-		name[n < 255 ? n : 255] = '\0';
-		unsetenv(name);
-	}
-}
 
 int main(void)
 {

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern char **environ;
-
 static const char defaults_json[] =
 	"{\"SANDBOX_ARTIFACT_TTL_HOURS\":24,\"SANDBOX_BACKGROUND_EXECUTION\":true,"
 	"\"SANDBOX_CANCEL_GRACE_SECONDS\":5,\"SANDBOX_DEFAULT_EXEC_TIMEOUT_SEC\":60,"
@@ -23,21 +21,6 @@ static const char defaults_json[] =
 	"\"SANDBOX_ULIMIT_NOFILE\":1024,\"SANDBOX_ULIMIT_NPROC\":512,"
 	"\"SANDBOX_WORKSPACE_CAP_MB\":256}";
 
-static void clear_env(void)
-{
-	for (;;) {
-		char **e = environ;
-		while (*e && strncmp(*e, "SANDBOX_", 8) != 0)
-			e++;
-		if (!*e)
-			break;
-		char name[256];
-		size_t n = strcspn(*e, "=");
-		memcpy(name, *e, n < 255 ? n : 255);
-		name[n < 255 ? n : 255] = '\0';
-		unsetenv(name);
-	}
-}
 
 int main(void)
 {
