@@ -61,7 +61,7 @@ $(BUILD)/libsandbox.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/sandbox-api: $(API_OBJ) $(BUILD)/libsandbox.a
-	$(CC) $(LDFLAGS) -o $@ $^ -lfcgi $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ -lfcgi -larchive -lmagic $(PKG_LIBS)
 
 $(BUILD)/sandbox-supervisor: $(SUP_OBJ) $(BUILD)/libsandbox.a
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl $(PKG_LIBS)

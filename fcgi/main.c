@@ -69,7 +69,18 @@ static void handle(FCGX_Request *fr, struct db *db)
 	r.fcgx = fr;
 	r.db = db;
 	r.method = req_param(&r, "REQUEST_METHOD");
-	r.path = req_param(&r, "DOCUMENT_URI");
+	/* Routes match the raw path as the client sent it (REQUEST_URI up to
+	 * '?'), not nginx's decoded and dot-resolved $uri: a traversal in a
+	 * file path must reach the handler that refuses it. */
+	char *raw = NULL;
+	const char *ru = req_param(&r, "REQUEST_URI");
+	if (ru && *ru == '/') {
+		raw = xstrdup(ru);
+		raw[strcspn(raw, "?#")] = '\0';
+		r.path = raw;
+	} else {
+		r.path = req_param(&r, "DOCUMENT_URI");
+	}
 	r.query = req_param(&r, "QUERY_STRING");
 	if (!r.method)
 		r.method = "GET";
@@ -100,6 +111,7 @@ static void handle(FCGX_Request *fr, struct db *db)
 	for (int i = 0; i < r.nparams; i++)
 		free((void *)r.params[i]);
 	free(r.body);
+	free(raw);
 }
 
 static void worker_main(int listen_fd, sigset_t *oldmask)

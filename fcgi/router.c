@@ -22,6 +22,17 @@ static const struct route {
 	{ "GET", API "/runs/{id}", h_run_get, true },
 	{ "GET", API "/runs/{id}/logs", h_run_logs, true },
 	{ "POST", API "/runs/{id}/cancel", h_run_cancel, true },
+	{ "GET", API "/runs/{id}/artifacts", h_artifacts_list, true },
+	{ "GET", API "/runs/{id}/artifacts/{*}", h_artifact_get, true },
+	{ "POST", API "/sessions", h_sessions_create, true },
+	{ "GET", API "/sessions", h_sessions_list, true },
+	{ "GET", API "/sessions/{id}", h_session_get, true },
+	{ "DELETE", API "/sessions/{id}", h_session_delete, true },
+	{ "GET", API "/sessions/{id}/files", h_files_list, true },
+	{ "POST", API "/sessions/{id}/files", h_files_upload, true },
+	{ "GET", API "/sessions/{id}/files/{*}", h_file_get, true },
+	{ "PUT", API "/sessions/{id}/files/{*}", h_file_put, true },
+	{ "DELETE", API "/sessions/{id}/files/{*}", h_file_delete, true },
 	{ "GET", API "/admin/runs", h_admin_runs, true },
 	{ "GET", API "/admin/runs/{id}", h_admin_run, true },
 	{ "GET", API "/admin/idempotency", h_admin_idempotency, true },
@@ -40,6 +51,16 @@ static bool match(const char *pattern, const char *path, struct request *r,
 	int n = 0;
 
 	while (*p && *s) {
+		if (strcmp(p, "{*}") == 0) { /* the rest, slashes and all */
+			if (n >= MAX_PATH_PARAMS)
+				return false;
+			if (capture)
+				r->params[n] = xstrdup(s);
+			n++;
+			p += 3;
+			s += strlen(s);
+			break;
+		}
 		if (*p == '{') {
 			const char *pe = strchr(p, '}');
 			const char *se = strchr(s, '/');

@@ -26,6 +26,23 @@ void h_run_get(struct request *r);
 void h_run_logs(struct request *r);
 void h_run_cancel(struct request *r);
 
+/* sessions.c */
+void h_sessions_create(struct request *r);
+void h_sessions_list(struct request *r);
+void h_session_get(struct request *r);
+void h_session_delete(struct request *r);
+
+/* files.c, upload.c */
+void h_files_list(struct request *r);
+void h_files_upload(struct request *r);
+void h_file_get(struct request *r);
+void h_file_put(struct request *r);
+void h_file_delete(struct request *r);
+
+/* artifacts.c */
+void h_artifacts_list(struct request *r);
+void h_artifact_get(struct request *r);
+
 /* admin.c */
 void h_admin_runs(struct request *r);
 void h_admin_run(struct request *r);

@@ -288,9 +288,11 @@ static int check_resources(struct request *r, struct json_object *res, struct ru
 {
 	struct json_object *v;
 
-	s->cpu = 1.0;
-	s->memory_mb = 512;
-	s->pids = (int)cfg_int(CFG_PIDS_LIMIT);
+	if (s->cpu == 0) { /* a session's limits are a run's defaults */
+		s->cpu = 1.0;
+		s->memory_mb = 512;
+		s->pids = (int)cfg_int(CFG_PIDS_LIMIT);
+	}
 	if (res && !json_object_is_type(res, json_type_object))
 		return bad(r, 400, "resources", "must be an object");
 	if (res) {
@@ -379,6 +381,57 @@ static int check_interactive(struct request *r, struct json_object *body, struct
 	return 0;
 }
 
+void run_spec_free(struct run_spec *s)
+{
+	json_object_put(s->session_env);
+	s->session_env = NULL;
+}
+
+int spec_network_policy(struct request *r, struct json_object *body)
+{
+	struct json_object *v = NULL;
+
+	if (json_object_object_get_ex(body, "network_policy", &v) && v &&
+	    !(json_object_is_type(v, json_type_string) &&
+	      strcmp(json_object_get_string(v), "deny_all") == 0)) {
+		struct json_object *d = json_object_new_object(), *sup = json_object_new_array();
+		json_object_array_add(sup, json_object_new_string("deny_all"));
+		json_object_object_add(d, "field", json_object_new_string("network_policy"));
+		json_object_object_add(d, "supported", sup);
+		respond_error(r, 400, "policy_unsupported", d,
+			      "network_policy '%.64s' is not supported; only deny_all is",
+			      json_object_get_string(v));
+		return -1;
+	}
+	return 0;
+}
+
+int spec_bad(struct request *r, int status, const char *field, const char *msg)
+{
+	return bad(r, status, field, msg);
+}
+
+bool spec_string(struct json_object *v)
+{
+	return clean_string(v);
+}
+
+int spec_int(struct request *r, struct json_object *body, const char *k, int def, int min,
+	     int max, int *out)
+{
+	return get_int(r, body, k, def, min, max, out);
+}
+
+int spec_env(struct request *r, struct json_object *env)
+{
+	return check_env(r, env);
+}
+
+int spec_resources(struct request *r, struct json_object *res, struct run_spec *s)
+{
+	return check_resources(r, res, s);
+}
+
 int run_spec_parse(struct request *r, struct json_object *body, struct run_spec *s)
 {
 	static const char *const known[] = {
@@ -426,35 +479,24 @@ int run_spec_parse(struct request *r, struct json_object *body, struct run_spec 
 	if (sid) {
 		if (!clean_string(sid))
 			return bad(r, 400, "session_id", "must be a string");
-		struct json_object *d = json_object_new_object();
-		json_object_object_add(d, "session_id", json_object_new_string(json_object_get_string(sid)));
-		respond_error(r, 404, "not_found", d,
-			      "session %.64s not found; create one with POST /sessions or run "
-			      "one-shot with base_image", json_object_get_string(sid));
-		return -1;
+		if (json_object_object_get_ex(body, "runtime", &v) && v)
+			return bad(r, 400, "runtime", "a run in a session uses the session's runtime");
+		/* Image, runtime, limits and env come from the session. */
+		if (session_for_run(r, json_object_get_string(sid), s) < 0)
+			return -1;
+	} else {
+		if (!clean_string(img) || json_object_get_string_len(img) == 0)
+			return bad(r, 400, "base_image", "must be a non-empty string");
+		s->base_image = json_object_get_string(img);
+		s->runtime = cfg_str(CFG_DEFAULT_RUNTIME);
 	}
-	if (!clean_string(img) || json_object_get_string_len(img) == 0)
-		return bad(r, 400, "base_image", "must be a non-empty string");
-	s->base_image = json_object_get_string(img);
-
-	s->runtime = cfg_str(CFG_DEFAULT_RUNTIME);
-	if (json_object_object_get_ex(body, "runtime", &v) && v) {
+	if (!sid && json_object_object_get_ex(body, "runtime", &v) && v) {
 		if (!clean_string(v))
 			return bad(r, 400, "runtime", "must be a string");
 		s->runtime = json_object_get_string(v);
 	}
-	if (json_object_object_get_ex(body, "network_policy", &v) && v &&
-	    !(json_object_is_type(v, json_type_string) &&
-	      strcmp(json_object_get_string(v), "deny_all") == 0)) {
-		struct json_object *d = json_object_new_object(), *sup = json_object_new_array();
-		json_object_array_add(sup, json_object_new_string("deny_all"));
-		json_object_object_add(d, "field", json_object_new_string("network_policy"));
-		json_object_object_add(d, "supported", sup);
-		respond_error(r, 400, "policy_unsupported", d,
-			      "network_policy '%.64s' is not supported; only deny_all is",
-			      json_object_get_string(v));
+	if (spec_network_policy(r, body) < 0)
 		return -1;
-	}
 	if (json_object_object_get_ex(body, "resume_from_seq", &v) && v) {
 		if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1)
 			return bad(r, 400, "resume_from_seq", "must be a positive integer");
@@ -465,19 +507,31 @@ int run_spec_parse(struct request *r, struct json_object *body, struct run_spec 
 
 	json_object_object_get_ex(body, "command", &s->command);
 	json_object_object_get_ex(body, "env", &s->env);
+	if (check_env(r, s->env) < 0)
+		return -1;
+	if (s->session_env) { /* the run's variables win over the session's */
+		if (s->env) {
+			json_object_object_foreach(s->env, ek, ev)
+			json_object_object_add(s->session_env, ek, json_object_get(ev));
+		}
+		s->env = s->session_env;
+	}
 	json_object_object_get_ex(body, "files", &s->files);
 	json_object_object_get_ex(body, "capture_patterns", &s->capture);
 	struct json_object *res = NULL;
 	json_object_object_get_ex(body, "resources", &res);
-	if (check_command(r, s->command) < 0 || check_env(r, s->env) < 0 ||
+	if (check_command(r, s->command) < 0 ||
 	    check_files(r, s->files) < 0 || check_capture(r, s->capture) < 0 ||
 	    check_resources(r, res, s) < 0 ||
-	    get_int(r, body, "timeout_sec", (int)cfg_int(CFG_DEFAULT_EXEC_TIMEOUT_SEC), 1,
+	    get_int(r, body, "timeout_sec",
+		    sid ? s->timeout_sec : (int)cfg_int(CFG_DEFAULT_EXEC_TIMEOUT_SEC), 1,
 		    MAX_TIMEOUT_SEC, &s->timeout_sec) < 0 ||
 	    get_int(r, body, "startup_timeout_sec",
-		    (int)cfg_int(CFG_DEFAULT_STARTUP_TIMEOUT_SEC), 1, MAX_STARTUP_TIMEOUT_SEC,
-		    &s->startup_timeout_sec) < 0)
+		    sid ? s->startup_timeout_sec : (int)cfg_int(CFG_DEFAULT_STARTUP_TIMEOUT_SEC),
+		    1, MAX_STARTUP_TIMEOUT_SEC, &s->startup_timeout_sec) < 0)
 		return -1;
+	if (sid)
+		return 0; /* the session's image, resolved when it was created */
 	if (runtime_check(r, s->runtime) < 0)
 		return -1;
 	return image_resolve(r, s->base_image, s->image, s->digest);

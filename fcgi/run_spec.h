@@ -30,7 +30,25 @@ struct run_spec {
 	int64_t stdin_max_bytes, stdin_max_frame_bytes, stdin_bps, stdin_idle_timeout_sec;
 	char image[65];
 	char digest[80];
+	/* A run in a session: what it inherits (owned; run_spec_free). */
+	char session_buf[37], base_image_buf[256], runtime_buf[32];
+	struct json_object *session_env;
 };
+
+void run_spec_free(struct run_spec *s);
+
+/* sessions.c: fill a run's spec from its session (owner's, live); -1
+ * after a 404 that says what to do. Touches the session (activity). */
+int session_for_run(struct request *r, const char *session_id, struct run_spec *s);
+
+/* Helpers shared with the session spec (sessions.c). */
+int spec_bad(struct request *r, int status, const char *field, const char *msg);
+bool spec_string(struct json_object *v);
+int spec_int(struct request *r, struct json_object *body, const char *k, int def, int min,
+	     int max, int *out);
+int spec_env(struct request *r, struct json_object *env);
+int spec_resources(struct request *r, struct json_object *res, struct run_spec *s);
+int spec_network_policy(struct request *r, struct json_object *body);
 
 /* -1 after having answered with the error. */
 int run_spec_parse(struct request *r, struct json_object *body, struct run_spec *s);

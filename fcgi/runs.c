@@ -79,7 +79,7 @@ static void rollback(struct request *r)
 
 void h_runs_create(struct request *r)
 {
-	struct run_spec s;
+	struct run_spec s __attribute__((cleanup(run_spec_free))) = { 0 };
 	const char *key = NULL;
 	char id[37], fp[65], policy[65], num[8][32], url[512];
 	struct json_object *body = req_json_body(r, (size_t)cfg_int(CFG_MAX_JSON_BODY_KB) * 1024);
@@ -178,20 +178,20 @@ void h_runs_create(struct request *r)
 		s.capture ? json_object_to_json_string_ext(s.capture, JSON_C_TO_STRING_PLAIN) : "[]",
 		num[0], num[1], num[2], num[3], num[4], num[5], num[6], policy,
 		r->request_id, src && strlen(src) <= 32 ? src : "API", num[7],
-		s.interactive ? "true" : "false", stdin_limits
+		s.interactive ? "true" : "false", stdin_limits, s.session_id
 	};
 	PGresult *ins = db_exec(
 		r->db,
 		"INSERT INTO runs (id, user_id, spec_version, runtime, base_image, image,"
 		"  image_digest, command, env, files, capture_patterns, cpu, memory_mb,"
 		"  pids_limit, nofile, nproc, timeout_sec, startup_timeout_sec, policy_hash,"
-		"  request_id, source, interactive, stdin_limits) "
+		"  request_id, source, interactive, stdin_limits, session_id) "
 		"VALUES ($1::uuid, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10::jsonb,"
 		"  $11::jsonb, $12::float8, $13::int, $14::int, $15::int, $16::int, $17::int,"
-		"  $18::int, $19, $20, $21, $23::boolean, $24::jsonb) "
+		"  $18::int, $19, $20, $21, $23::boolean, $24::jsonb, $25::uuid) "
 		"RETURNING " TS("created_at") ", "
 		TS("(now() + make_interval(secs => $22::float8))"),
-		24, p);
+		25, p);
 	if (!ins)
 		goto dberr_rb;
 	struct json_object *out = json_object_new_object();
@@ -199,6 +199,8 @@ void h_runs_create(struct request *r)
 	json_object_object_add(out, "run_id", json_object_new_string(id));
 	json_object_object_add(out, "id", json_object_new_string(id));
 	json_object_object_add(out, "phase", json_object_new_string("queued"));
+	if (s.session_id)
+		json_object_object_add(out, "session_id", json_object_new_string(s.session_id));
 	json_object_object_add(out, "spec_version", json_object_new_string(s.spec_version));
 	json_object_object_add(out, "runtime", json_object_new_string(s.runtime));
 	json_object_object_add(out, "base_image", json_object_new_string(s.base_image));

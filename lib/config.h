@@ -51,6 +51,16 @@
 	X(WS_SIGNING_SECRET, STR, "", 0, 0, NULL, CFG_SECRET)                       \
 	X(SESSION_MAX_LIFETIME, INT, "86400", 60, 2592000, NULL, 0)                 \
 	X(AUDIT_RETENTION_DAYS, INT, "30", 1, 3650, NULL, 0)                        \
+	X(SESSION_TTL_SEC, INT, "1800", 10, 2592000, NULL, 0)                       \
+	X(USER_MAX_SESSIONS, INT, "16", 1, 100000, NULL, 0)                         \
+	X(MAX_UPLOAD_FILES, INT, "1000", 1, 1000000, NULL, 0)                       \
+	X(MAX_UPLOAD_DEPTH, INT, "10", 1, 64, NULL, 0)                              \
+	X(MAX_UPLOAD_EXPANDED_MB, INT, "256", 1, 65536, NULL, 0)                    \
+	X(MAX_UPLOAD_RATIO, INT, "100", 1, 100000, NULL, 0)                         \
+	X(MAX_ARTIFACT_FILES, INT, "1000", 1, 1000000, NULL, 0)                     \
+	X(FILES_LIST_MAX, INT, "1000", 1, 100000, NULL, 0)                          \
+	X(REAPER_INTERVAL_SEC, INT, "900", 5, 86400, NULL, 0)                       \
+	X(SESSION_SWEEP_SEC, INT, "30", 1, 30, NULL, 0)                             \
 	X(DATABASE_URL, STR, "dbname=sandbox", 0, 0, NULL, CFG_SECRET)              \
 	X(DATA_ROOT, STR, "/var/lib/sandbox", 0, 0, NULL, 0)                        \
 	X(API_SOCKET, STR, "/run/sandbox/api.sock", 0, 0, NULL, 0)                  \

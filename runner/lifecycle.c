@@ -302,7 +302,12 @@ static void begin_delete(struct run *r)
 	(void)snprintf(txt, sizeof(txt), "%.3f", wall);
 	json_object_object_add(u, "wall_time_sec", json_object_new_double_s(wall, txt));
 	json_object_object_add(u, "log_bytes", json_object_new_int64(r->log_bytes));
-	json_object_object_add(u, "artifact_bytes", json_object_new_int64(0));
+	/* Every process of the sandbox is gone: the workspace holds still. */
+	artifacts_capture(r);
+	workspace_return(r);
+	json_object_object_add(u, "artifact_bytes", json_object_new_int64(r->artifact_bytes));
+	if (r->artifacts_truncated)
+		json_object_object_add(u, "artifacts_truncated", json_object_new_boolean(1));
 	json_object_object_add(u, "limits", limits_json(r));
 
 	if (verdict_field(r, "exitcode", v, sizeof(v)))
@@ -346,7 +351,7 @@ static void begin_delete(struct run *r)
 static void record_end(struct run *r)
 {
 	struct json_object *u = NULL, *ec = NULL;
-	char exitbuf[16], logb[24];
+	char exitbuf[16], logb[24], artb[24];
 	const char *rtv = "";
 	struct json_object *oci = NULL, *ver = NULL;
 
@@ -355,6 +360,7 @@ static void record_end(struct run *r)
 	int exit_code = ec ? json_object_get_int(ec) : -1;
 	(void)snprintf(exitbuf, sizeof(exitbuf), "%d", exit_code);
 	(void)snprintf(logb, sizeof(logb), "%lld", (long long)r->log_bytes);
+	(void)snprintf(artb, sizeof(artb), "%lld", (long long)r->artifact_bytes);
 	if (json_object_object_get_ex(sup->runtimes, "oci", &oci) &&
 	    json_object_object_get_ex(oci, "version", &ver) && ver)
 		rtv = json_object_get_string(ver);
@@ -375,16 +381,17 @@ static void record_end(struct run *r)
 		r->id, r->final_phase, r->reason, r->message[0] ? r->message : NULL,
 		exit_code >= 0 ? exitbuf : NULL,
 		u ? json_object_to_json_string_ext(u, JSON_C_TO_STRING_PLAIN) : NULL,
-		logb, rtv
+		logb, rtv, artb, r->artifacts_truncated ? "true" : "false"
 	};
 	PGresult *res = db_exec(
 		&sup->db,
 		"UPDATE runs SET phase = $2, reason_code = $3, message = $4, "
 		"  exit_code = $5::int, resource_usage = $6::jsonb, "
 		"  log_bytes = $7::bigint, runtime_version = nullif($8, ''), "
+		"  artifact_bytes = $9::bigint, artifacts_truncated = $10::boolean, "
 		"  finished_at = now(), lease_until = NULL "
 		"WHERE id = $1",
-		8, params);
+		10, params);
 	if (res)
 		PQclear(res);
 	else
@@ -400,7 +407,16 @@ static void complete(struct run *r)
 {
 	char path[700];
 
-	workspace_destroy(r);
+	workspace_release(r);
+	if (r->session_id[0]) {
+		const char *p[] = { r->session_id };
+		(void)db_command(&sup->db,
+				 "UPDATE sessions SET last_activity_at = now(), expires_at = least("
+				 "  now() + make_interval(secs => ttl_sec), max_expires_at) "
+				 "WHERE id = $1::uuid AND state = 'ready'",
+				 1, p);
+	}
+	bool session_run = r->session_id[0] != '\0';
 	(void)snprintf(path, sizeof(path), "%s/config.json", r->dir);
 	(void)unlink(path);
 	(void)snprintf(path, sizeof(path), "%s/init.pid", r->dir);
@@ -418,6 +434,10 @@ static void complete(struct run *r)
 		close(r->log_fd);
 	json_object_put(r->row);
 	free(r);
+	/* An ended session waits for its last run before it is freed; the
+	 * session's next run may be waiting for this one. */
+	if (session_run)
+		sessions_sweep(sup);
 	/* A slot is free: take more work. */
 	if (!sup->stopping)
 		queue_claim(sup);
@@ -573,6 +593,8 @@ void run_begin(struct json_object *row)
 	(void)strlcpy_ok(r->user_id, row_str(row, "user_id"), sizeof(r->user_id));
 	(void)strlcpy_ok(r->image, row_str(row, "image"), sizeof(r->image));
 	(void)strlcpy_ok(r->base_image, row_str(row, "base_image"), sizeof(r->base_image));
+	if (row_str(row, "session_id") && uuid_valid(row_str(row, "session_id")))
+		(void)strlcpy_ok(r->session_id, row_str(row, "session_id"), sizeof(r->session_id));
 	struct json_object *cpu = NULL;
 	json_object_object_get_ex(row, "cpu", &cpu);
 	r->cpu = json_object_get_double(cpu);
@@ -703,6 +725,35 @@ void run_cancel(const char *run_id)
 		}
 		return;
 	}
+}
+
+int runs_kill_session(const char *session_id, const char *reason, const char *message)
+{
+	/* end_with keeps the pointers: the reason must be a constant. */
+	static const char *const reasons[] = { "session_deleted", "session_expired",
+					       "session_failed" };
+	static char messages[3][64];
+	const char *why = reasons[0], *msg = messages[0];
+	int n = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(reasons); i++) {
+		if (strcmp(reason, reasons[i]) == 0) {
+			why = reasons[i];
+			(void)strlcpy_ok(messages[i], message, sizeof(messages[i]));
+			msg = messages[i];
+		}
+	}
+	for (struct run *r = sup->runs; r; r = r->next) {
+		if (strcmp(r->session_id, session_id) != 0)
+			continue;
+		n++;
+		if (r->final_phase || r->state >= RS_EXITED)
+			continue;
+		end_with(r, "killed", why, msg);
+		log_msg(LOG_LVL_INFO, fields(r), "the run's session ended: %s", why);
+		kill_now(r);
+	}
+	return n;
 }
 
 /* Supervisor stop: every sandbox is killed; its run ends `failed` with

@@ -23,7 +23,7 @@ static int listen_fd = -1;
 static void drain_notifies(struct supervisor *s)
 {
 	PGnotify *n;
-	bool claim = false;
+	bool claim = false, sessions = false;
 
 	if (!s->db.conn)
 		return;
@@ -32,7 +32,13 @@ static void drain_notifies(struct supervisor *s)
 			claim = true;
 		else if (strcmp(n->relname, "sandbox_cancel") == 0)
 			run_cancel(n->extra);
+		else if (strcmp(n->relname, "sandbox_sessions") == 0)
+			sessions = true;
 		PQfreemem(n);
+	}
+	if (sessions && recovered) {
+		sessions_provision(s);
+		sessions_sweep(s);
 	}
 	if (claim)
 		queue_claim(s);
@@ -68,6 +74,10 @@ int queue_listen(struct supervisor *s)
 		return -1;
 	PQclear(r);
 	r = db_exec(&s->db, "LISTEN sandbox_cancel", 0, NULL);
+	if (!r)
+		return -1;
+	PQclear(r);
+	r = db_exec(&s->db, "LISTEN sandbox_sessions", 0, NULL);
 	if (!r)
 		return -1;
 	PQclear(r);
@@ -123,7 +133,16 @@ void queue_claim(struct supervisor *s)
 		"  SELECT q.id, q.created_at, row_number() OVER ("
 		"    PARTITION BY q.user_id ORDER BY q.created_at) + coalesce(a.n, 0) AS k"
 		"  FROM runs q LEFT JOIN active a ON a.user_id = q.user_id"
-		"  WHERE q.phase = 'queued' AND q.runtime = ANY($3::text[])),"
+		"  WHERE q.phase = 'queued' AND q.runtime = ANY($3::text[])"
+		/* A session's runs go to the node holding its workspace, one at
+		 * a time, oldest first. */
+		"  AND (q.session_id IS NULL OR ("
+		"   EXISTS (SELECT 1 FROM sessions x WHERE x.id = q.session_id"
+		"     AND x.node_id = $1 AND x.state = 'ready')"
+		"   AND NOT EXISTS (SELECT 1 FROM runs b WHERE b.session_id = q.session_id"
+		"     AND b.phase IN ('starting', 'running'))"
+		"   AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.session_id = q.session_id"
+		"     AND o.phase = 'queued' AND o.created_at < q.created_at)))),"
 		" pick AS ("
 		"  SELECT id FROM runs WHERE phase = 'queued' AND id IN ("
 		"    SELECT id FROM cand WHERE k <= $4::int ORDER BY created_at LIMIT $2::int)"
@@ -200,6 +219,7 @@ void queue_recover(struct supervisor *s)
 	oci_cleanup_leftovers(s);
 	workspace_cleanup_leftovers();
 	recover(s);
+	sessions_recover(s);
 }
 
 void queue_tick(struct supervisor *s)
@@ -233,28 +253,9 @@ void queue_tick(struct supervisor *s)
 		       "WHERE phase IN ('starting', 'running') AND node_id <> $1"
 		       "  AND lease_until < now() - interval '60 seconds' RETURNING id",
 		       1, p1, "supervisor_restart", "the supervisor running it stopped answering");
-	audit_retention(s);
+	sessions_tick(s);
+	reaper_tick(s);
 	queue_claim(s);
-}
-
-/* SANDBOX_AUDIT_RETENTION_DAYS, swept at most once a minute; the only
- * deletes the audit table accepts. */
-void audit_retention(struct supervisor *s)
-{
-	static int64_t last;
-	char days[16];
-
-	if (last && now_mono_ms() - last < 60000)
-		return;
-	last = now_mono_ms();
-	(void)snprintf(days, sizeof(days), "%lld", (long long)cfg_int(CFG_AUDIT_RETENTION_DAYS));
-	const char *p[] = { days };
-	(void)db_command(&s->db, "SET sandbox.audit_retention = on", 0, NULL);
-	if (!db_command(&s->db,
-			"DELETE FROM audit_events WHERE ts < now() - make_interval(days => $1::int)",
-			1, p))
-		log_warn("audit retention sweep failed: %s", s->db.last_error);
-	(void)db_command(&s->db, "RESET sandbox.audit_retention", 0, NULL);
 }
 
 void queue_poll(struct supervisor *s)

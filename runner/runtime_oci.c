@@ -127,7 +127,7 @@ static struct json_object *build_config(struct run *r)
 	json_object_object_add(c, "root", root);
 	json_object_object_add(c, "hostname", jstr("sandbox"));
 
-	(void)snprintf(ws, sizeof(ws), "%s/workspace", r->dir);
+	(void)snprintf(ws, sizeof(ws), "%s", r->ws);
 	(void)snprintf(tmpsz, sizeof(tmpsz), "size=%lldm",
 		       (long long)cfg_int(CFG_WORKSPACE_CAP_MB));
 	const char *const procopts[] = { "nosuid", "noexec", "nodev", NULL };

@@ -50,6 +50,10 @@ struct run {
 	char image[65];
 	char base_image[256];
 	char dir[512]; /* DATA_ROOT/runs/<id> */
+	char session_id[37]; /* "" for a one-shot run */
+	char ws[600];        /* the host directory mounted at /workspace */
+	int64_t artifact_bytes;
+	bool artifacts_truncated;
 	struct json_object *row; /* the claimed row, as JSON */
 	double cpu;
 	int memory_mb, pids, nofile, nproc, timeout_sec, startup_timeout_sec;
@@ -135,7 +139,6 @@ void queue_claim(struct supervisor *s);
 void queue_tick(struct supervisor *s);
 void queue_recover(struct supervisor *s);
 void queue_poll(struct supervisor *s); /* notifications read by other queries */
-void audit_retention(struct supervisor *s);
 
 /* lifecycle.c: the run state machine. */
 void run_begin(struct json_object *row);
@@ -160,10 +163,38 @@ pid_t oci_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int err_
 void oci_cleanup_leftovers(struct supervisor *s);
 bool oci_is_runsc(void);
 
-/* workspace.c: the run's /workspace (a tmpfs with a size cap). */
+/* workspace.c: the run's /workspace (a tmpfs with a size cap: the run's
+ * own, or its session's). */
 int workspace_create(struct run *r, char *err, size_t errlen);
-void workspace_destroy(struct run *r);
+/* A session's workspace back to the api's user: before the run's end is
+ * recorded, so whoever sees the end finds the files theirs. */
+void workspace_return(struct run *r);
+/* A one-shot run's workspace unmounted. */
+void workspace_release(struct run *r);
 void workspace_cleanup_leftovers(void);
+/* Give a tree to uid:gid (never through a symlink), setuid bits off. */
+int workspace_chown(const char *dir, uid_t uid, gid_t gid);
+/* The api's user, which owns session workspaces between runs. */
+void api_ids(uid_t *uid, gid_t *gid);
+
+/* sessions.c: session workspaces on this node. */
+void sessions_provision(struct supervisor *s);
+void sessions_sweep(struct supervisor *s);
+void sessions_tick(struct supervisor *s);
+void sessions_recover(struct supervisor *s);
+void session_dir(const char *id, char *out, size_t outlen);
+
+/* artifacts.c: capture_patterns → the run's artifacts directory. */
+void artifacts_capture(struct run *r);
+/* Glob match of a workspace-relative path ("**" crosses '/', "*" not). */
+bool artifact_glob(const char *pattern, const char *path);
+
+/* reaper.c: TTLs and orphans (artifacts, idempotency keys, audit rows). */
+void reaper_tick(struct supervisor *s);
+
+/* lifecycle.c: end this node's runs of an ended session; how many are
+ * still alive. */
+int runs_kill_session(const char *session_id, const char *reason, const char *message);
 
 /* cgroup.c: resource usage measured by the kernel. */
 struct json_object *cgroup_usage(const char *cid, bool *oom_killed);

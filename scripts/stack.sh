@@ -59,7 +59,7 @@ render() { # template output
 	    -e "s|@TLS_KEY@|$DIR/tls/key.pem|g" -e "s|@WWW_ROOT@|$ROOT/www|g" \
 	    -e "s|@API_SOCKET@|$DIR/run/api.sock|g" -e "s|@NGINX_USER@|sandbox sandbox|g" \
 	    -e "s|@SUPERVISOR_SOCKET@|$DIR/run/supervisor.sock|g" \
-	    -e "s|@MAX_UPLOAD_MB@|$MAX_UPLOAD_MB|g" \
+	    -e "s|@MAX_UPLOAD_MB@|$MAX_UPLOAD_MB|g" -e "s|@DATA_ROOT@|$DIR/data|g" \
 	    -e "s|@MAX_UPLOAD_BYTES@|$((MAX_UPLOAD_MB * 1048576))|g" "$1" > "$2"
 }
 
@@ -226,7 +226,8 @@ cmd_down() {
 			crun --root "$DIR/data/oci-state" delete --force "$c" >/dev/null 2>&1 || true
 		done
 	fi
-	grep -o " $DIR/data/runs/[^ ]*/workspace " /proc/self/mountinfo 2>/dev/null |
+	# Session workspaces outlive a supervisor restart, not the stack.
+	grep -oE " $DIR/data/(runs/[^ ]*/workspace|sessions/[^ ]*) " /proc/self/mountinfo 2>/dev/null |
 		while read -r m; do umount -l "$m" 2>/dev/null || true; done || true
 	pg_stop "$DIR"
 }

@@ -91,6 +91,29 @@ class Client:
     def post(self, path, **kw):
         return self.request("POST", path, **kw)
 
+    def put(self, path, **kw):
+        return self.request("PUT", path, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def raw(self, method, path, headers=None, body=None):
+        """A request whose path goes out exactly as written (requests and
+        urllib3 resolve dot-segments): (status, headers, body bytes)."""
+        import http.client
+        import ssl
+        import urllib.parse
+        u = urllib.parse.urlsplit(self.base)
+        ctx = ssl.create_default_context(cafile=self.s.verify)
+        c = http.client.HTTPSConnection(u.hostname, u.port, context=ctx, timeout=30)
+        h = {"X-API-KEY": self.s.headers.get("X-API-KEY", "")}
+        h.update(headers or {})
+        c.request(method, API + path, body=body, headers=h)
+        r = c.getresponse()
+        out = (r.status, dict(r.getheaders()), r.read())
+        c.close()
+        return out
+
 
 def assert_envelope(resp, status, code):
     assert resp.status_code == status, resp.text
@@ -212,6 +235,29 @@ def py(code, **fields):
     """Fields for a Python one-shot run."""
     fields.setdefault("base_image", "python:3.11-slim")
     return dict(command=["python3", "-c", code], **fields)
+
+
+def new_session(client, headers=None, **fields):
+    """Create a session (201) and return its JSON."""
+    spec = {"spec_version": "1.0", "base_image": "python:3.11-slim"}
+    spec.update(fields)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    r = client.post("/sessions", data=json.dumps(spec), headers=h)
+    assert r.status_code in (200, 201), r.text
+    return r.json()
+
+
+def session_dir(session_id):
+    return os.path.join(STACK, "data", "sessions", session_id)
+
+
+@pytest.fixture
+def session(admin):
+    """A live session of the admin user, deleted afterwards."""
+    s = new_session(admin)
+    yield s
+    admin.delete(f"/sessions/{s['session_id']}")
 
 
 def host_leftovers():
