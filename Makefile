@@ -100,7 +100,8 @@ check: deps
 	@BUILD=build-san SAN=1 bash scripts/test.sh
 
 # libFuzzer targets (clang): program output -> frames, query strings and
-# configuration values, WebSocket upgrades and client frames. `make fuzz FUZZ_SECONDS=300` for a longer run.
+# configuration values, WebSocket upgrades and client frames, multipart
+# bodies and workspace paths. `make fuzz FUZZ_SECONDS=300` for a longer run.
 FUZZ_SECONDS ?= 10
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
 $(BUILD)/fuzz/fuzz_frames: tests/fuzz/fuzz_frames.c runner/frames.c $(LIB_SRC)
@@ -112,7 +113,10 @@ $(BUILD)/fuzz/fuzz_query: tests/fuzz/fuzz_query.c fcgi/request.c $(LIB_SRC)
 $(BUILD)/fuzz/fuzz_ws: tests/fuzz/fuzz_ws.c runner/ws.c lib/util.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
-fuzz: $(BUILD)/fuzz/fuzz_frames $(BUILD)/fuzz/fuzz_query $(BUILD)/fuzz/fuzz_ws
+$(BUILD)/fuzz/fuzz_upload: tests/fuzz/fuzz_upload.c fcgi/multipart.c lib/wspath.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^
+fuzz: $(BUILD)/fuzz/fuzz_frames $(BUILD)/fuzz/fuzz_query $(BUILD)/fuzz/fuzz_ws $(BUILD)/fuzz/fuzz_upload
 	@for f in $^; do echo "== $$f ($(FUZZ_SECONDS) s)"; \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$(basename $$f); \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-$$(basename $$f) 2>&1 | tail -n 2 || exit 1; done

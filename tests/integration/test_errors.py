@@ -63,7 +63,9 @@ def test_65_mb_body_refused_by_nginx_before_any_worker():
            if l.lower().startswith("x-request-id")][0]
     doc = json.loads(body)
     assert doc["error"]["code"] == "payload_too_large"
-    assert doc["error"]["details"]["max_bytes"] == 64 * 1024 * 1024
+    from conftest import effective_config
+    limit = int(effective_config()["SANDBOX_MAX_UPLOAD_MB"])
+    assert doc["error"]["details"]["max_bytes"] == limit * 1024 * 1024
     assert doc["request_id"] == rid
     # No api worker ever saw that request.
     with open(os.path.join(STACK, "logs", "api.log")) as f:
