@@ -47,7 +47,7 @@ void h_admin_runs(struct request *r)
 		{ "image_digest", " AND image_digest = $%d" },
 		{ "base_image", " AND base_image = $%d" },
 		{ "node_id", " AND node_id = $%d" },
-		{ "q", " AND (base_image ILIKE '%%' || $%d || '%%' OR message ILIKE '%%' || $%d || '%%')" },
+		{ "q", " AND (base_image || ' ' || coalesce(message, '')) ILIKE '%%' || $%d || '%%'" },
 		{ "started_at_from", " AND running_at >= $%d::timestamptz" },
 		{ "started_at_to", " AND running_at <= $%d::timestamptz" },
 		{ "finished_at_from", " AND finished_at >= $%d::timestamptz" },
@@ -93,16 +93,6 @@ void h_admin_runs(struct request *r)
 		char *v = req_query(r, filters[i].q);
 		if (!v)
 			continue;
-		if (strcmp(filters[i].q, "q") == 0) {
-			/* The same value twice. */
-			char clause[256];
-			b.owned[b.n] = v;
-			b.params[b.n] = v;
-			b.n++;
-			(void)snprintf(clause, sizeof(clause), filters[i].clause, b.n, b.n);
-			(void)strlcpy_ok(b.sql + strlen(b.sql), clause, sizeof(b.sql) - strlen(b.sql));
-			continue;
-		}
 		add_filter(&b, filters[i].clause, v);
 	}
 	char sql[6144], nums[2][24];

@@ -25,6 +25,7 @@
  */
 #include "request.h"
 #include "router.h"
+#include "metrics.h"
 #include "../lib/config.h"
 #include "../lib/crypto.h"
 #include "../lib/log.h"
@@ -38,6 +39,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -64,9 +66,12 @@ static void handle(FCGX_Request *fr, struct db *db)
 {
 	struct request r = { 0 };
 	int64_t t0 = now_mono_ms();
+	struct timespec t0us;
+	clock_gettime(CLOCK_MONOTONIC, &t0us);
 	const char *accept;
 
 	r.fcgx = fr;
+	r.route = -1;
 	r.db = db;
 	r.method = req_param(&r, "REQUEST_METHOD");
 	/* Routes match the raw path as the client sent it (REQUEST_URI up to
@@ -74,7 +79,7 @@ static void handle(FCGX_Request *fr, struct db *db)
 	 * file path must reach the handler that refuses it. */
 	char *raw = NULL;
 	const char *ru = req_param(&r, "REQUEST_URI");
-	if (ru && *ru == '/') {
+	if (ru && strncmp(ru, "/api/", 5) == 0) {
 		raw = xstrdup(ru);
 		raw[strcspn(raw, "?#")] = '\0';
 		r.path = raw;
@@ -98,6 +103,11 @@ static void handle(FCGX_Request *fr, struct db *db)
 	log_set_request_id(r.request_id);
 
 	route_request(&r);
+	struct timespec te;
+	clock_gettime(CLOCK_MONOTONIC, &te);
+	metrics_request(r.route, r.status,
+			(int64_t)(te.tv_sec - t0us.tv_sec) * 1000000 +
+				(te.tv_nsec - t0us.tv_nsec) / 1000);
 
 	char dur[32], st[8];
 	(void)snprintf(dur, sizeof(dur), "%lld", (long long)(now_mono_ms() - t0));
@@ -248,6 +258,8 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	(void)sigprocmask(SIG_BLOCK, &mask, &oldmask);
 
+	if (metrics_init() < 0)
+		log_warn("metrics: no shared memory; api counters disabled");
 	nworkers = (int)cfg_int(CFG_API_WORKERS);
 	for (int i = 0; i < nworkers; i++)
 		workers[i] = spawn(fd, &oldmask);

@@ -34,6 +34,7 @@ struct request {
 	char *body;
 	size_t body_len;
 	int status; /* answer status, for the access log */
+	int route;  /* index of the matched route, -1 if none (metrics) */
 	/* Idempotency replay / conflict details (idempotency.c). */
 	int replay_status;
 	struct json_object *replay_body;

@@ -1,6 +1,7 @@
 /* router.c: method + path → handler, with {param} captures; 404 for an
  * unknown path and 405 (with Allow) for a known path and a wrong method. */
 #include "router.h"
+#include "metrics.h"
 #include "../lib/log.h"
 #include "../lib/util.h"
 
@@ -38,6 +39,10 @@ static const struct route {
 	{ "GET", API "/admin/idempotency", h_admin_idempotency, true },
 	{ "GET", API "/admin/usage", h_admin_usage, true },
 	{ "GET", API "/admin/usage/summary", h_admin_usage_summary, true },
+	{ "GET", API "/admin/metrics", h_admin_metrics, true },
+	/* nginx serves it at /metrics (loopback only by default); an admin
+	 * key or SANDBOX_METRICS_TOKEN is still required. */
+	{ "GET", API "/metrics", h_metrics_prometheus, false },
 	/* Authenticates itself: an API key or a signed token. */
 	{ "GET", API "/runs/{id}/stream", h_run_stream, false },
 };
@@ -89,6 +94,11 @@ static bool match(const char *pattern, const char *path, struct request *r,
 	return true;
 }
 
+const char *route_pattern(int i)
+{
+	return i >= 0 && (size_t)i < ARRAY_SIZE(routes) ? routes[i].pattern + strlen(API) : NULL;
+}
+
 void route_request(struct request *r)
 {
 	char allow[64] = "";
@@ -110,6 +120,7 @@ void route_request(struct request *r)
 			continue;
 		}
 		(void)match(rt->pattern, r->path, r, true);
+		r->route = (int)i;
 		if (rt->auth && auth_authenticate(r) < 0)
 			return;
 		rt->fn(r);

@@ -7,6 +7,8 @@
 typedef void (*handler_fn)(struct request *r);
 
 void route_request(struct request *r);
+/* The route table, for metrics: pattern of route i (NULL past the end). */
+const char *route_pattern(int i);
 
 /* auth.c */
 int auth_authenticate(struct request *r); /* 0, or -1 after a 401 */

@@ -2,6 +2,7 @@
  * POST /runs/{id}/cancel. The api only writes and reads rows; the
  * supervisor that claims a run does everything else. */
 #include "idempotency.h"
+#include "metrics.h"
 #include "router.h"
 #include "run_spec.h"
 #include "../lib/config.h"
@@ -77,6 +78,62 @@ static void rollback(struct request *r)
 	(void)db_command(r->db, "ROLLBACK", 0, NULL);
 }
 
+struct quota_use {
+	long long queued, to_midnight, artifact_bytes, artifacts_free_in;
+	double cpu_sec, avg_run_sec;
+};
+
+static void refuse(struct request *r, const char *reason, double limit, double current,
+		   long long retry_after, const char *what)
+{
+	char hdr[64];
+	struct json_object *d = json_object_new_object();
+
+	if (retry_after < 1)
+		retry_after = 1;
+	(void)snprintf(hdr, sizeof(hdr), "Retry-After: %lld\r\n", retry_after);
+	json_object_object_add(d, "reason", json_object_new_string(reason));
+	json_object_object_add(d, "limit", json_object_new_double(limit));
+	json_object_object_add(d, "current", json_object_new_double(current));
+	json_object_object_add(d, "scope", json_object_new_string("user"));
+	json_object_object_add(d, "retry_after_sec", json_object_new_int64(retry_after));
+	respond_error_h(r, 429, hdr, "quota_exceeded", d, "quota exceeded: %s; retry after %lld s",
+			what, retry_after);
+	log_msg(LOG_LVL_WARN, log_fields("reason", reason, "user_id", r->user.id, NULL),
+		"quota exceeded");
+}
+
+/* Per-user quotas at admission (concurrency itself is the scheduler's:
+ * runs past SANDBOX_USER_MAX_CONCURRENT_RUNS wait in the queue). True
+ * after having answered 429. */
+static bool quota_refuse(struct request *r, const struct quota_use *u, bool captures)
+{
+	long long max_queued = cfg_int(CFG_USER_MAX_QUEUED_RUNS);
+	long long cpu = cfg_int(CFG_USER_DAILY_CPU_SEC);
+	long long art = cfg_int(CFG_MAX_ARTIFACT_BYTES_PER_USER_MB) * 1024 * 1024;
+
+	if (u->queued >= max_queued) {
+		refuse(r, "queued_runs", (double)max_queued, (double)u->queued,
+		       (long long)(u->avg_run_sec + 1),
+		       "too many runs of yours are queued (SANDBOX_USER_MAX_QUEUED_RUNS)");
+		return true;
+	}
+	if (cpu > 0 && u->cpu_sec >= (double)cpu) {
+		refuse(r, "cpu_seconds_per_day", (double)cpu, u->cpu_sec, u->to_midnight,
+		       "your CPU seconds for today are used up (SANDBOX_USER_DAILY_CPU_SEC; "
+		       "the day is UTC)");
+		return true;
+	}
+	if (captures && u->artifact_bytes >= art) {
+		refuse(r, "artifact_bytes", (double)art, (double)u->artifact_bytes,
+		       u->artifacts_free_in + cfg_int(CFG_REAPER_INTERVAL_SEC),
+		       "your stored artifacts reach SANDBOX_MAX_ARTIFACT_BYTES_PER_USER_MB "
+		       "until the oldest expire");
+		return true;
+	}
+	return false;
+}
+
 void h_runs_create(struct request *r)
 {
 	struct run_spec s __attribute__((cleanup(run_spec_free))) = { 0 };
@@ -118,6 +175,9 @@ void h_runs_create(struct request *r)
 		}
 	}
 	/* Admission is serialised so queue_max_length is exact. */
+	char ttl_hours[16];
+	(void)snprintf(ttl_hours, sizeof(ttl_hours), "%lld",
+		       (long long)cfg_int(CFG_ARTIFACT_TTL_HOURS));
 	PGresult *q = db_exec(
 		r->db,
 		"SELECT pg_advisory_xact_lock(hashtext('sandbox.queue')), "
@@ -125,14 +185,38 @@ void h_runs_create(struct request *r)
 		" (SELECT count(*) FROM runs WHERE phase IN ('starting', 'running')), "
 		" (SELECT coalesce(avg(extract(epoch FROM finished_at - started_at)), 1) FROM "
 		"   (SELECT finished_at, started_at FROM runs WHERE finished_at IS NOT NULL "
-		"    AND started_at IS NOT NULL ORDER BY finished_at DESC LIMIT 50) t)::float8",
-		0, NULL);
+		"    AND started_at IS NOT NULL ORDER BY finished_at DESC LIMIT 50) t)::float8, "
+		/* The user's quotas: queued runs, CPU seconds of runs created
+		 * this UTC day, artifact bytes kept. */
+		" (SELECT count(*) FROM runs WHERE phase = 'queued' AND user_id = $1), "
+		" (SELECT coalesce(sum((resource_usage->>'cpu_time_sec')::float8), 0) FROM runs"
+		"   WHERE user_id = $1 AND created_at >= date_trunc('day', now(), 'UTC')), "
+		" ceil(extract(epoch FROM date_trunc('day', now(), 'UTC') + interval '1 day' - now())), "
+		" (SELECT coalesce(sum(artifact_bytes), 0) FROM runs WHERE user_id = $1"
+		"   AND artifacts_expired_at IS NULL), "
+		" (SELECT ceil(extract(epoch FROM min(finished_at) + make_interval(hours => $2::int)"
+		"   - now())) FROM runs WHERE user_id = $1 AND artifacts_expired_at IS NULL"
+		"   AND artifact_bytes > 0)",
+		2, (const char *[]){ r->user.id, ttl_hours });
 	if (!q)
 		goto dberr_rb;
 	long long queued = atoll(PQgetvalue(q, 0, 1));
 	long long active = atoll(PQgetvalue(q, 0, 2));
 	double avg = atof(PQgetvalue(q, 0, 3));
+	struct quota_use use = {
+		.queued = atoll(PQgetvalue(q, 0, 4)),
+		.cpu_sec = atof(PQgetvalue(q, 0, 5)),
+		.to_midnight = atoll(PQgetvalue(q, 0, 6)),
+		.artifact_bytes = atoll(PQgetvalue(q, 0, 7)),
+		.artifacts_free_in = PQgetisnull(q, 0, 8) ? 60 : atoll(PQgetvalue(q, 0, 8)),
+		.avg_run_sec = avg,
+	};
 	PQclear(q);
+	if (quota_refuse(r, &use, s.capture && json_object_array_length(s.capture) > 0)) {
+		rollback(r);
+		json_object_put(body);
+		return;
+	}
 	if (queued >= cfg_int(CFG_QUEUE_MAX_LENGTH)) {
 		rollback(r);
 		int retry = (int)(avg * (double)(queued + 1) / (double)cfg_int(CFG_MAX_CONCURRENT_RUNS)) + 1;
@@ -147,6 +231,7 @@ void h_runs_create(struct request *r)
 				"the run queue is full (%lld queued); retry after %d s",
 				queued, retry);
 		log_msg(LOG_LVL_WARN, log_fields("reason", "queue_full", NULL), "queue full");
+		metrics_queue_full(s.runtime);
 		json_object_put(body);
 		return;
 	}

@@ -1,5 +1,6 @@
 /* upload.c: see upload.h. */
 #include "upload.h"
+#include "metrics.h"
 #include "multipart.h"
 #include "router.h"
 #include "sessions.h"
@@ -619,6 +620,8 @@ void h_files_upload(struct request *r)
 			respond_error(r, 500, "internal_error", NULL, "the upload could not be moved");
 		goto out;
 	}
+	metrics_upload(kind == K_MULTIPART ? UPLOAD_MULTIPART : kind == K_ZIP ? UPLOAD_ZIP : UPLOAD_TAR,
+		       st.body_bytes, st.files);
 	log_msg(LOG_LVL_INFO, log_fields("session_id", r->params[0], "event", "upload", NULL),
 		"upload: %d files, %lld bytes received, %lld expanded", st.files,
 		(long long)st.body_bytes, (long long)st.expanded);
@@ -683,6 +686,7 @@ int upload_single(struct request *r, int ws, int root, const char *path,
 			respond_error(r, 500, "internal_error", NULL, "the file could not be moved");
 		goto out;
 	}
+	metrics_upload(UPLOAD_PUT, st.body_bytes, 1);
 	res->bytes_received = st.body_bytes;
 	res->bytes_written = st.expanded;
 	res->file_count = 1;

@@ -61,6 +61,12 @@
 	X(FILES_LIST_MAX, INT, "1000", 1, 100000, NULL, 0)                          \
 	X(REAPER_INTERVAL_SEC, INT, "900", 5, 86400, NULL, 0)                       \
 	X(SESSION_SWEEP_SEC, INT, "30", 1, 30, NULL, 0)                             \
+	X(USER_MAX_QUEUED_RUNS, INT, "50", 1, 1000000, NULL, 0)                     \
+	X(USER_DAILY_CPU_SEC, INT, "86400", 0, 100000000, NULL, 0)                  \
+	X(RATE_LIMIT_RPS, INT, "50", 1, 1000000, NULL, 0)                           \
+	X(RATE_LIMIT_BURST, INT, "200", 0, 1000000, NULL, 0)                        \
+	X(METRICS_ALLOW, LIST, "127.0.0.1,::1", 0, 0, NULL, 0)                      \
+	X(METRICS_TOKEN, STR, "", 0, 0, NULL, CFG_SECRET)                           \
 	X(DATABASE_URL, STR, "dbname=sandbox", 0, 0, NULL, CFG_SECRET)              \
 	X(DATA_ROOT, STR, "/var/lib/sandbox", 0, 0, NULL, 0)                        \
 	X(API_SOCKET, STR, "/run/sandbox/api.sock", 0, 0, NULL, 0)                  \

@@ -252,10 +252,10 @@ void artifacts_capture(struct run *r)
 				"SELECT $1::uuid, e->>'path', e->>'type', (e->>'size')::bigint, e->>'target' "
 				"FROM jsonb_array_elements($2::jsonb) e ON CONFLICT DO NOTHING",
 				2, p))
-			log_msg(LOG_LVL_ERROR, log_fields("run_id", r->id, NULL),
+			log_msg(LOG_LVL_ERROR, run_fields(r),
 				"recording artifacts: %s", sup->db.last_error);
 	}
-	log_msg(LOG_LVL_INFO, log_fields("run_id", r->id, NULL),
+	log_msg(LOG_LVL_INFO, run_fields(r),
 		"artifacts: %zu captured, %lld bytes%s", json_object_array_length(c.rows),
 		(long long)r->artifact_bytes, r->artifacts_truncated ? " (truncated by a cap)" : "");
 	json_object_put(c.rows);

@@ -51,7 +51,7 @@ static void emit(struct run *r, struct json_object *frame)
 	memcpy(line, s, n);
 	line[n] = '\n';
 	if (r->log_fd >= 0 && write(r->log_fd, line, n + 1) != (ssize_t)(n + 1))
-		log_msg(LOG_LVL_ERROR, log_fields("run_id", r->id, NULL),
+		log_msg(LOG_LVL_ERROR, run_fields(r),
 			"writing frames: %s", strerror(errno));
 	struct json_object *ev = NULL;
 	bool end = json_object_object_get_ex(frame, "event", &ev) &&
@@ -190,7 +190,7 @@ void frames_output(struct run *r, struct output *o, const unsigned char *buf,
 		json_object_object_add(f, "type", json_object_new_string("truncated"));
 		json_object_object_add(f, "reason", json_object_new_string("log_cap"));
 		emit(r, f);
-		log_msg(LOG_LVL_INFO, log_fields("run_id", r->id, NULL),
+		log_msg(LOG_LVL_INFO, run_fields(r),
 			"log cap of %lld bytes reached", (long long)cap);
 		return;
 	}

@@ -45,9 +45,16 @@
 static void maybe_finish(struct run *r);
 static void record_end(struct run *r);
 
-static struct json_object *fields(struct run *r)
+struct json_object *run_fields(const struct run *r)
 {
-	return log_fields("run_id", r->id, "user_id", r->user_id, NULL);
+	struct json_object *v = NULL;
+	const char *rid = json_object_object_get_ex(r->row, "request_id", &v) && v
+				  ? json_object_get_string(v) : NULL;
+	struct json_object *f = log_fields("run_id", r->id, "user_id", r->user_id,
+					   "request_id", rid, NULL);
+	if (r->session_id[0])
+		json_object_object_add(f, "session_id", json_object_new_string(r->session_id));
+	return f;
 }
 
 static int row_int(struct json_object *row, const char *k, int def)
@@ -142,7 +149,7 @@ static void on_timer(struct watch *w, uint32_t ev)
 	if (r->init_exited)
 		return;
 	if (r->kill_deadline && now >= r->kill_deadline) {
-		log_msg(LOG_LVL_INFO, fields(r), "grace period over: SIGKILL");
+		log_msg(LOG_LVL_INFO, run_fields(r), "grace period over: SIGKILL");
 		r->kill_deadline = 0;
 		kill_now(r);
 	}
@@ -168,7 +175,7 @@ static void db_phase_running(struct run *r)
 			"UPDATE runs SET phase = 'running', running_at = now() "
 			"WHERE id = $1 AND phase = 'starting'",
 			1, p))
-		log_msg(LOG_LVL_WARN, fields(r), "recording phase running: %s",
+		log_msg(LOG_LVL_WARN, run_fields(r), "recording phase running: %s",
 			sup->db.last_error);
 }
 
@@ -308,6 +315,8 @@ static void begin_delete(struct run *r)
 	json_object_object_add(u, "artifact_bytes", json_object_new_int64(r->artifact_bytes));
 	if (r->artifacts_truncated)
 		json_object_object_add(u, "artifacts_truncated", json_object_new_boolean(1));
+	if (r->truncated)
+		json_object_object_add(u, "log_truncated", json_object_new_boolean(1));
 	json_object_object_add(u, "limits", limits_json(r));
 
 	if (verdict_field(r, "exitcode", v, sizeof(v)))
@@ -395,7 +404,7 @@ static void record_end(struct run *r)
 	if (res)
 		PQclear(res);
 	else
-		log_msg(LOG_LVL_ERROR, fields(r), "recording the end of the run: %s",
+		log_msg(LOG_LVL_ERROR, run_fields(r), "recording the end of the run: %s",
 			sup->db.last_error);
 	char event[48];
 	(void)snprintf(event, sizeof(event), "sandbox.run.%s", r->final_phase);
@@ -542,13 +551,13 @@ void run_child_exited(pid_t pid, int status)
 				crun_error(r, why, sizeof(why));
 				(void)snprintf(msg, sizeof(msg), "starting the sandbox failed: %s", why);
 				end_with(r, "failed", "provision_failed", msg);
-				log_msg(LOG_LVL_ERROR, fields(r), "%s", msg);
+				log_msg(LOG_LVL_ERROR, run_fields(r), "%s", msg);
 			}
 			maybe_finish(r);
 			break;
 		case CHILD_DELETE:
 			if (!ok)
-				log_msg(LOG_LVL_WARN, fields(r), "crun delete failed");
+				log_msg(LOG_LVL_WARN, run_fields(r), "crun delete failed");
 			complete(r);
 			break;
 		default:
@@ -676,7 +685,7 @@ void run_begin(struct json_object *row)
 	arm_timer(r);
 	return;
 fail:
-	log_msg(LOG_LVL_ERROR, fields(r), "provisioning failed: %s", err);
+	log_msg(LOG_LVL_ERROR, run_fields(r), "provisioning failed: %s", err);
 	end_with(r, "failed", "provision_failed", err);
 	r->out.eof = r->err.eof = r->status_eof = true;
 	r->helper = 0;
@@ -708,7 +717,7 @@ void run_cancel(const char *run_id)
 		if (r->final_phase || r->state >= RS_EXITED)
 			return;
 		end_with(r, "killed", "canceled_by_user", "canceled_by_user");
-		log_msg(LOG_LVL_INFO, fields(r), "cancel: SIGTERM, SIGKILL after %llds",
+		log_msg(LOG_LVL_INFO, run_fields(r), "cancel: SIGTERM, SIGKILL after %llds",
 			(long long)cfg_int(CFG_CANCEL_GRACE_SECONDS));
 		if (r->helper > 0 && r->helper_kind == CHILD_CREATE) {
 			/* `crun run` is half-way: let it finish (the sandbox is
@@ -750,7 +759,7 @@ int runs_kill_session(const char *session_id, const char *reason, const char *me
 		if (r->final_phase || r->state >= RS_EXITED)
 			continue;
 		end_with(r, "killed", why, msg);
-		log_msg(LOG_LVL_INFO, fields(r), "the run's session ended: %s", why);
+		log_msg(LOG_LVL_INFO, run_fields(r), "the run's session ended: %s", why);
 		kill_now(r);
 	}
 	return n;

@@ -62,8 +62,7 @@ static void close_now(struct run *r, const char *reason)
 		struct json_object *d = json_object_new_object();
 		json_object_object_add(d, "reason", json_object_new_string(reason));
 		frames_event(r, "stdin_closed", d);
-		log_msg(LOG_LVL_INFO, log_fields("run_id", r->id, "reason", reason, NULL),
-			"stdin closed");
+		log_msg(LOG_LVL_INFO, run_fields(r), "stdin closed: %s", reason);
 	}
 }
 

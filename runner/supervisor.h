@@ -141,6 +141,9 @@ void queue_recover(struct supervisor *s);
 void queue_poll(struct supervisor *s); /* notifications read by other queries */
 
 /* lifecycle.c: the run state machine. */
+/* Log fields of every line about a run: run_id, user_id, the request_id
+ * of the POST that created it, session_id. */
+struct json_object *run_fields(const struct run *r);
 void run_begin(struct json_object *row);
 void run_child_exited(pid_t pid, int status);
 void run_cancel(const char *run_id);

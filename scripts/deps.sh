@@ -8,7 +8,10 @@ libfcgi-dev libpq-dev libjson-c-dev libarchive-dev libcurl4-openssl-dev
 libmagic-dev libssl-dev libseccomp-dev libwslay-dev clang libclang-rt-14-dev
 postgresql postgresql-client nginx-core crun runc mmdebstrap
 python3 python3-pytest python3-requests python3-websockets python3-yaml
-systemd iproute2 procps psmisc curl"
+systemd iproute2 procps psmisc curl
+prometheus"
+# (prometheus: its promtool checks the /metrics output in the suite; its
+# service is never started.)
 
 missing=""
 for p in $PKGS; do

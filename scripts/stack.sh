@@ -53,6 +53,11 @@ pg_stop() {
 	runuser -u postgres -- "$PGBIN/pg_ctl" -D "$dir/pg/data" -m fast -w stop >/dev/null 2>&1 || true
 }
 
+# One key of the effective configuration (sandbox-api -n).
+conf_key() {
+	"$BIN/sandbox-api" -n | awk -F' = ' -v k="SANDBOX_$1" '$1==k{print $2}'
+}
+
 render() { # template output
 	sed -e "s|@PREFIX@|$DIR/nginx|g" -e "s|@LOG_DIR@|$DIR/logs|g" \
 	    -e "s|@LISTEN@|127.0.0.1:$PORT|g" -e "s|@TLS_CERT@|$DIR/tls/cert.pem|g" \
@@ -60,7 +65,12 @@ render() { # template output
 	    -e "s|@API_SOCKET@|$DIR/run/api.sock|g" -e "s|@NGINX_USER@|sandbox sandbox|g" \
 	    -e "s|@SUPERVISOR_SOCKET@|$DIR/run/supervisor.sock|g" \
 	    -e "s|@MAX_UPLOAD_MB@|$MAX_UPLOAD_MB|g" -e "s|@DATA_ROOT@|$DIR/data|g" \
-	    -e "s|@MAX_UPLOAD_BYTES@|$((MAX_UPLOAD_MB * 1048576))|g" "$1" > "$2"
+	    -e "s|@RATE_LIMIT_RPS@|$(conf_key RATE_LIMIT_RPS)|g" \
+	    -e "s|@RATE_LIMIT_BURST@|$(conf_key RATE_LIMIT_BURST)|g" \
+	    -e "s|@MAX_UPLOAD_BYTES@|$((MAX_UPLOAD_MB * 1048576))|g" "$1" |
+		awk -v allow="$(conf_key METRICS_ALLOW)" '$1 == "@METRICS_ALLOW@" {
+			n = split(allow, a, ","); for (i = 1; i <= n; i++) printf "    %s 1;\n", a[i]
+			next } { print }' > "$2"
 }
 
 start_daemon() { # name pidfile cmd...

@@ -61,6 +61,19 @@ GROUP BY endpoint ORDER BY keys DESC;
 SELECT endpoint, key, object_id, status, created_at FROM idempotency
 WHERE user_id = :'user_id' ORDER BY created_at DESC LIMIT 20;
 
+\echo '== live sessions: owner, expiry, node, runs'
+SELECT s.id, s.user_id, s.state, s.base_image, s.created_at, s.expires_at, s.node_id,
+       (SELECT count(*) FROM runs r WHERE r.session_id = s.id) AS runs
+FROM sessions s WHERE s.state IN ('provisioning', 'ready') ORDER BY s.expires_at;
+
+\echo '== artifacts of one run (-v run_id=...)'
+SELECT path, type, size, target, created_at FROM artifacts
+WHERE run_id = :'run_id' ORDER BY path;
+
+\echo '== metrics the database keeps (counters)'
+SELECT name, labels, value FROM metric_counters
+WHERE name NOT LIKE '%\_bucket' ORDER BY name, labels::text;
+
 \echo '== nodes and heartbeats'
 SELECT node_id, hostname, version, pid, started_at, heartbeat_at,
        now() - heartbeat_at AS heartbeat_age, runtimes
