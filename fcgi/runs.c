@@ -185,7 +185,8 @@ void h_runs_create(struct request *r)
 		" (SELECT count(*) FROM runs WHERE phase IN ('starting', 'running')), "
 		" (SELECT coalesce(avg(extract(epoch FROM finished_at - started_at)), 1) FROM "
 		"   (SELECT finished_at, started_at FROM runs WHERE finished_at IS NOT NULL "
-		"    AND started_at IS NOT NULL ORDER BY finished_at DESC LIMIT 50) t)::float8, "
+		"    AND started_at IS NOT NULL AND finished_at >= started_at"
+		"    ORDER BY finished_at DESC LIMIT 50) t)::float8, "
 		/* The user's quotas: queued runs, CPU seconds of runs created
 		 * this UTC day, artifact bytes kept. */
 		" (SELECT count(*) FROM runs WHERE phase = 'queued' AND user_id = $1), "
@@ -220,6 +221,8 @@ void h_runs_create(struct request *r)
 	if (queued >= cfg_int(CFG_QUEUE_MAX_LENGTH)) {
 		rollback(r);
 		int retry = (int)(avg * (double)(queued + 1) / (double)cfg_int(CFG_MAX_CONCURRENT_RUNS)) + 1;
+		if (retry < 1)
+			retry = 1;
 		char hdr[64];
 		(void)snprintf(hdr, sizeof(hdr), "Retry-After: %d\r\n", retry);
 		struct json_object *d = json_object_new_object();
