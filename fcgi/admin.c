@@ -95,7 +95,7 @@ void h_admin_runs(struct request *r)
 			continue;
 		add_filter(&b, filters[i].clause, v);
 	}
-	char sql[6144], nums[2][24];
+	char sql[10240], nums[2][24];
 	(void)snprintf(nums[0], sizeof(nums[0]), "%lld", (long long)limit);
 	(void)snprintf(nums[1], sizeof(nums[1]), "%lld", (long long)offset);
 	b.params[b.n] = nums[0];

@@ -20,6 +20,7 @@ static const struct route {
 	{ "GET", API "/readyz", h_readyz, false },
 	{ "GET", API "/runtimes", h_runtimes, true },
 	{ "POST", API "/runs", h_runs_create, true },
+	{ "GET", API "/runs", h_runs_list, true },
 	{ "GET", API "/runs/{id}", h_run_get, true },
 	{ "GET", API "/runs/{id}/logs", h_run_logs, true },
 	{ "POST", API "/runs/{id}/cancel", h_run_cancel, true },

@@ -24,6 +24,7 @@ void h_readyz(struct request *r);
 PGresult *run_lookup(struct request *r, const char *id, const char *cols,
 		     const char *owner);
 void h_runs_create(struct request *r);
+void h_runs_list(struct request *r);
 void h_run_get(struct request *r);
 void h_run_logs(struct request *r);
 void h_run_cancel(struct request *r);

@@ -464,3 +464,46 @@ void h_run_cancel(struct request *r)
 	json_object_object_add(o, "message", json_object_new_string("the run had already finished"));
 	respond_json(r, 200, o);
 }
+
+/* GET /runs: the caller's runs, newest first (?phase, ?session_id,
+ * ?limit, ?offset), for history views. */
+void h_runs_list(struct request *r)
+{
+	int64_t limit = 20, offset = 0;
+	const char *why;
+	_cleanup_free_ char *lim = req_query(r, "limit"), *off = req_query(r, "offset"),
+			    *phase = req_query(r, "phase"), *sid = req_query(r, "session_id");
+
+	if ((lim && parse_i64(lim, 1, 200, &limit, &why) < 0) ||
+	    (off && parse_i64(off, 0, 100000000, &offset, &why) < 0) ||
+	    (sid && !uuid_valid(sid))) {
+		respond_error(r, 400, "invalid_request", NULL,
+			      "limit must be 1..200, offset >= 0, session_id a uuid");
+		return;
+	}
+	char nl[24], no[24], sql[4096];
+	(void)snprintf(nl, sizeof(nl), "%lld", (long long)limit);
+	(void)snprintf(no, sizeof(no), "%lld", (long long)offset);
+	(void)snprintf(sql, sizeof(sql),
+		       "WITH f AS (SELECT * FROM runs WHERE user_id = $1"
+		       "  AND ($2::text IS NULL OR phase = $2)"
+		       "  AND ($3::uuid IS NULL OR session_id = $3::uuid)) "
+		       "SELECT (SELECT count(*) FROM f), coalesce((SELECT json_agg(j ORDER BY c DESC) FROM"
+		       " (SELECT %s::json AS j, created_at AS c FROM f ORDER BY created_at DESC"
+		       "  LIMIT $4::int OFFSET $5::int) t), '[]')",
+		       RUN_JSON);
+	const char *p[] = { r->user.id, phase, sid, nl, no };
+	_cleanup_pgres_ PGresult *res = db_exec(r->db, sql, 5, p);
+	if (!res) {
+		respond_db_error(r);
+		return;
+	}
+	long long total = atoll(PQgetvalue(res, 0, 0));
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "items", json_tokener_parse(PQgetvalue(res, 0, 1)));
+	json_object_object_add(o, "total", json_object_new_int64(total));
+	json_object_object_add(o, "limit", json_object_new_int64(limit));
+	json_object_object_add(o, "offset", json_object_new_int64(offset));
+	json_object_object_add(o, "has_more", json_object_new_boolean(offset + limit < total));
+	respond_json(r, 200, o);
+}

@@ -144,6 +144,8 @@ SANDBOX_SUPERVISOR_SOCKET = $DIR/run/supervisor.sock
 SANDBOX_INIT_PATH = $BIN/sandbox-init
 SANDBOX_PUBLIC_URL = https://127.0.0.1:$PORT
 SANDBOX_WS_SIGNING_SECRET = $(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# Browsers cannot send headers on a WebSocket: the panel needs signed URLs.
+SANDBOX_WS_SIGNED_URLS = true
 SANDBOX_API_WORKERS = 4
 SANDBOX_HEARTBEAT_SEC = 2
 SANDBOX_NODE_STALE_SEC = 10

@@ -24,6 +24,12 @@ void streams_publish(const char *run_id, const char *line, size_t len, int64_t s
 	(void)end;
 }
 
+/* Log fields of a run (lifecycle.c in the supervisor). */
+struct json_object *run_fields(const struct run *r)
+{
+	return log_fields("run_id", r->id, NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
