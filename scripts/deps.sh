@@ -9,9 +9,14 @@ libmagic-dev libssl-dev libseccomp-dev libwslay-dev clang libclang-rt-14-dev
 postgresql postgresql-client nginx-core crun runc mmdebstrap
 python3 python3-pytest python3-requests python3-websockets python3-yaml
 systemd iproute2 procps psmisc curl
-prometheus"
+prometheus chromium"
 # (prometheus: its promtool checks the /metrics output in the suite; its
-# service is never started.)
+# service is never started. chromium: the panel's browser tests.)
+
+# Node.js for the browser tests (playwright-core): any node >= 18 will do,
+# Debian's or one already installed from elsewhere.
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 
 missing=""
 for p in $PKGS; do

@@ -59,6 +59,10 @@ SANDBOX_METRICS_TOKEN = test-metrics-token-0123456789
 SANDBOX_RATE_LIMIT_RPS = 1000
 SANDBOX_RATE_LIMIT_BURST = 2000"
 bash scripts/stack.sh up "$STACK" "$PORT"
+# The browser tests' two npm packages (pinned in tests/web/package-lock.json).
+if [ ! -d tests/web/node_modules/playwright-core ] || [ tests/web/package-lock.json -nt tests/web/node_modules ]; then
+	(cd tests/web && npm ci --no-audit --no-fund --loglevel=error) >/dev/null
+fi
 export TEST_STACK_DIR="$STACK" TEST_ROOT="$ROOT" TEST_BUILD="$ROOT/$BUILD"
 /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/integration "$@"
 
