@@ -74,7 +74,8 @@ static void list_dir(struct lister *l, int dirfd, const char *prefix, int depth)
 			break;
 	}
 	closedir(d);
-	qsort(names, n, sizeof(*names), cmp_names);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_names);
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 		char path[WSPATH_MAX * 2];

@@ -390,7 +390,8 @@ static int ws_kind(int ws, const char *path)
 /* Check every entry against the workspace, then move them all. */
 static bool commit(struct stager *st)
 {
-	qsort(st->list, st->nlist, sizeof(*st->list), cmp_entries);
+	if (st->nlist)
+		qsort(st->list, st->nlist, sizeof(*st->list), cmp_entries);
 	for (size_t i = 0; i < st->nlist; i++) {
 		int k = ws_kind(st->ws, st->list[i].path);
 		if (k == 'x' || (k == 'd' && !st->list[i].dir) || (k == 'f' && st->list[i].dir))
