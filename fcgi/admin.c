@@ -147,7 +147,13 @@ void h_admin_run(struct request *r)
 		" 'created_at', " TS("created_at") ", 'started_at', " TS("running_at") ","
 		" 'finished_at', " TS("finished_at") ", 'policy_hash', policy_hash,"
 		" 'node_id', node_id, 'attempt', attempt, 'source', source, 'request_id', request_id,"
-		" 'resource_usage', resource_usage, 'artifacts', '[]'::json)::text", NULL);
+		" 'resource_usage', resource_usage, 'artifacts_truncated', artifacts_truncated,"
+		" 'artifacts_expired_at', " TS("artifacts_expired_at") ","
+		" 'artifacts', coalesce((SELECT json_agg(json_build_object('path', a.path, 'type', a.type,"
+		"   'size', a.size, 'target', a.target,"
+		"   'download_url', CASE WHEN a.type = 'file' AND artifacts_expired_at IS NULL THEN"
+		"     '/api/v1/sandbox/runs/' || id || '/artifacts/' || a.path END) ORDER BY a.path)"
+		"   FROM artifacts a WHERE a.run_id = runs.id), '[]'::json))::text", NULL);
 	if (!res)
 		return;
 	respond_json(r, 200, json_tokener_parse(PQgetvalue(res, 0, 0)));

@@ -6,7 +6,9 @@
  *   - artifacts of runs finished more than SANDBOX_ARTIFACT_TTL_HOURS ago:
  *     the files are removed, the run says `artifacts_expired_at`;
  *   - orphaned directories below DATA_ROOT/runs and DATA_ROOT/sessions (no
- *     row, or an ended session whose workspace is not mounted).
+ *     row, or an ended session whose workspace is not mounted);
+ *   - containers in the OCI state root, sandbox cgroups and workspace
+ *     mounts that no run of this supervisor accounts for.
  * Database-wide, by one supervisor at a time (pg_try_advisory_lock):
  *   - idempotency keys past SANDBOX_IDEMPOTENCY_TTL_SEC;
  *   - audit rows past SANDBOX_AUDIT_RETENTION_DAYS (the only deletes the
@@ -142,6 +144,9 @@ void reaper_tick(struct supervisor *s)
 		return;
 	last = now_mono_ms();
 	expire_artifacts(s);
+	/* Sandboxes, cgroups and mounts no live run accounts for. */
+	oci_cleanup_leftovers(s);
+	workspace_cleanup_leftovers();
 	/* A run's directory (its frames, its artifacts) stays while its row
 	 * does; a session's while the session is live. */
 	orphans(s, "runs", "SELECT 1 FROM runs WHERE id = $1::uuid AND $2::text IS NOT NULL");

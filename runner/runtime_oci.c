@@ -276,6 +276,15 @@ pid_t oci_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int err_
 /* Empty sandbox cgroups left by containers that died with a supervisor
  * (crun delete could not run). A cgroup that still has tasks cannot be
  * removed, so a live sandbox of another supervisor is never touched. */
+/* A container (cid) of a run this supervisor is running now. */
+static bool is_live(const char *cid)
+{
+	for (struct run *r = sup->runs; r; r = r->next)
+		if (strcmp(r->cid, cid) == 0)
+			return true;
+	return false;
+}
+
 static void cleanup_cgroups(void)
 {
 	static const char *const roots[] = { "/sys/fs/cgroup/sandbox", "/sys/fs/cgroup/memory/sandbox",
@@ -291,7 +300,7 @@ static void cleanup_cgroups(void)
 			continue;
 		while ((e = readdir(d)) != NULL) {
 			char p[1024];
-			if (strncmp(e->d_name, "sbx-", 4) != 0)
+			if (strncmp(e->d_name, "sbx-", 4) != 0 || is_live(e->d_name))
 				continue;
 			(void)snprintf(p, sizeof(p), "%s/%s", *root, e->d_name);
 			(void)rmdir(p);
@@ -300,9 +309,10 @@ static void cleanup_cgroups(void)
 	}
 }
 
-/* After a crash: every container in our state root belongs to a run that
- * this supervisor no longer tracks. Delete them all (crun also removes
- * their cgroups). */
+/* Containers in our state root that belong to no run this supervisor
+ * tracks (after a crash: all of them; later, from the reaper: whatever a
+ * failure left) are deleted (crun also removes their cgroups), and empty
+ * sandbox cgroups of no live run removed. */
 void oci_cleanup_leftovers(struct supervisor *s)
 {
 	char out[65536];
@@ -316,7 +326,7 @@ void oci_cleanup_leftovers(struct supervisor *s)
 	for (char *save = NULL, *id = strtok_r(out, "\n", &save); id;
 	     id = strtok_r(NULL, "\n", &save)) {
 		id = strtrim(id);
-		if (strncmp(id, "sbx-", 4) != 0)
+		if (strncmp(id, "sbx-", 4) != 0 || is_live(id))
 			continue;
 		char ignored[512];
 		char *dargv[] = { (char *)rt, "--root", s->state_root, "delete",
@@ -324,7 +334,7 @@ void oci_cleanup_leftovers(struct supervisor *s)
 		int rc = run_capture(dargv, 10000, ignored, sizeof(ignored));
 		log_msg(rc == 0 ? LOG_LVL_INFO : LOG_LVL_WARN,
 			log_fields("container", id, NULL),
-			"recovery: removed leftover container");
+			"removed an orphaned container");
 	}
 	cleanup_cgroups();
 }

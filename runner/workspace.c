@@ -197,7 +197,8 @@ void workspace_release(struct run *r)
 	(void)rmdir(r->ws);
 }
 
-/* After a crash: unmount every workspace tmpfs below DATA_ROOT/runs. */
+/* Unmount every workspace tmpfs below DATA_ROOT/runs of no live run
+ * (after a crash: all of them; later, from the reaper). */
 void workspace_cleanup_leftovers(void)
 {
 	char prefix[600], line[4096];
@@ -213,9 +214,14 @@ void workspace_cleanup_leftovers(void)
 			continue;
 		if (strncmp(mnt, prefix, strlen(prefix)) != 0)
 			continue;
+		bool live = false;
+		for (struct run *r = sup->runs; r; r = r->next)
+			live |= strncmp(mnt + strlen(prefix), r->id, 36) == 0;
+		if (live)
+			continue;
 		if (umount2(mnt, MNT_DETACH) == 0)
 			log_msg(LOG_LVL_INFO, log_fields("mount", mnt, NULL),
-				"recovery: unmounted leftover workspace");
+				"unmounted an orphaned workspace");
 	}
 	fclose(f);
 }

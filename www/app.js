@@ -336,6 +336,7 @@ async function openRun(id) {
   if (current.stream) current.stream.stop();
   current.id = id;
   current.marks = {};
+  renderTimeline();
   current.out.clear();
   $("result").hidden = false;
   $("run-id").textContent = id;

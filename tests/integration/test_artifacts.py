@@ -47,6 +47,8 @@ def test_glob_capture_and_listing(admin):
     # The admin view lists them too.
     detail = admin.get(f"/admin/runs/{rid}").json()
     assert detail["resource_usage"]["artifact_bytes"] == 24
+    assert {a["path"] for a in detail["artifacts"]} == set(items)
+    assert [a for a in detail["artifacts"] if a["path"] == "dist/a.txt"][0]["size"] == 10
 
 
 def test_download_and_ranges(admin):
@@ -155,3 +157,18 @@ def test_reaper_prunes_idempotency_and_orphans_within_the_data_root(admin, tmp_p
                     == [["0"]], timeout=20)
     assert (outside / "precious").read_text() == "keep me"
     os.unlink(link)
+
+
+def test_reaper_removes_orphaned_mounts_and_cgroups():
+    """What a failure could leave behind with no run to account for it."""
+    rid = str(uuid.uuid4())
+    ws = os.path.join(STACK, "data", "runs", rid, "workspace")
+    os.makedirs(ws)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "orphan", ws], check=True)
+    cg = f"/sys/fs/cgroup/pids/sandbox/sbx-{rid}"
+    os.makedirs(cg)
+
+    def gone():
+        mounted = any(l.split()[4] == ws for l in open("/proc/self/mountinfo"))
+        return not mounted and not os.path.exists(cg) and not os.path.exists(os.path.dirname(ws))
+    assert wait_for(gone, timeout=20)

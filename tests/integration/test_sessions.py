@@ -243,3 +243,16 @@ def test_session_quota(user_key):
     finally:
         for sid in made:
             alice.delete(f"/sessions/{sid}")
+
+
+def test_max_lifetime_bounds_a_busy_session(admin):
+    s = new_session(admin, ttl_sec=600)
+    sid = s["session_id"]
+    assert s["max_expires_at"] >= s["expires_at"]
+    # As if created SANDBOX_SESSION_MAX_LIFETIME ago, less 3 seconds.
+    psql(f"UPDATE sessions SET max_expires_at = now() + interval '3 seconds' WHERE id = '{sid}'")
+    run_in(admin, sid, ["true"])  # activity cannot carry it past the bound
+    got = admin.get(f"/sessions/{sid}").json()
+    assert got["expires_at"] <= got["max_expires_at"]
+    assert wait_for(lambda: admin.get(f"/sessions/{sid}").json()["state"] == "expired", timeout=20)
+    assert admin.get(f"/sessions/{sid}").json()["reason"] == "max_lifetime"

@@ -40,7 +40,10 @@ async function setCode(page, code) {
 }
 
 async function runAndWait(page, phase, timeout = 30000) {
+  const before = await page.textContent("#run-id");
   await page.keyboard.press("Control+Enter");
+  await page.waitForFunction((b) => document.getElementById("run-id").textContent !== b, before,
+                             { timeout });
   await page.waitForFunction((p) => [...document.querySelectorAll("#timeline li")]
     .some((li) => li.textContent.startsWith(p)), phase, { timeout });
 }
@@ -135,14 +138,39 @@ async function runAndWait(page, phase, timeout = 30000) {
     await page.click("#cancelbtn");
     await page.waitForFunction(() => [...document.querySelectorAll("#timeline li")]
       .some((li) => li.textContent.startsWith("killed")), null, { timeout: 30000 });
-    assert.ok((await page.textContent("#summary")).includes("canceled_by_user"));
+    await page.waitForFunction(() => document.getElementById("summary").textContent.includes("canceled_by_user"));
     await shot(page, "cancelled");
+  });
+
+  await step("an interactive run takes input from the input line", async () => {
+    await page.click("details.limits summary");
+    await page.check("#interactive");
+    await setCode(page, "name = input()\nprint('hello', name, flush=True)\n");
+    await page.keyboard.press("Control+Enter");
+    await page.waitForSelector("#stdin-form:not([hidden])");
+    await page.waitForFunction(() => [...document.querySelectorAll("#timeline li")]
+      .some((li) => li.textContent.startsWith("running")), null, { timeout: 20000 });
+    await page.fill("#stdin", "world");
+    await page.press("#stdin", "Enter");
+    await page.waitForFunction(() => document.getElementById("output").textContent.includes("hello world"),
+                               null, { timeout: 20000 });
+    await page.waitForFunction(() => [...document.querySelectorAll("#timeline li")]
+      .some((li) => li.textContent.startsWith("completed")), null, { timeout: 30000 });
+    await shot(page, "interactive");
+    await page.uncheck("#interactive");
   });
 
   await step("upload a file into a new session and see it in the tree", async () => {
     await page.selectOption("#target", "new");
-    await page.setInputFiles("#fileinput", { name: "data.csv", mimeType: "text/csv",
-                                             buffer: Buffer.from("a,b\n1,2\n") });
+    // A real drop event carrying a file, as a person dragging one would.
+    await page.evaluate(() => {
+      const dt = new DataTransfer();
+      dt.items.add(new File(["a,b\n1,2\n"], "data.csv", { type: "text/csv" }));
+      const dz = document.getElementById("dropzone");
+      for (const type of ["dragenter", "dragover", "drop"]) {
+        dz.dispatchEvent(new DragEvent(type, { dataTransfer: dt, bubbles: true, cancelable: true }));
+      }
+    });
     await page.waitForFunction(() => document.getElementById("filelist").textContent.includes("data.csv"));
     await setCode(page, "import os, json\nos.makedirs('out', exist_ok=True)\n"
       + "json.dump({'files': sorted(os.listdir('.'))}, open('out/result.json', 'w'))\n"
