@@ -143,9 +143,9 @@ void h_runtimes(struct request *r)
 		json_object_object_add(o, "artifact_ttl_hours",
 				       json_object_new_int64(cfg_int(CFG_ARTIFACT_TTL_HOURS)));
 		json_object_object_add(o, "supported_spec_versions", spec_versions());
-		/* Interactive runs (spec 1.1) need the oci runtime's stdin pipe. */
+		/* Interactive runs (spec 1.1): oci's stdin pipe, docker's attach. */
 		json_object_object_add(o, "interactive_supported",
-				       json_object_new_boolean(strcmp(runtime_names[i], "oci") == 0));
+				       json_object_new_boolean(strcmp(runtime_names[i], "firecracker") != 0));
 		json_object_object_add(o, "egress_allowlist_supported",
 				       json_object_new_boolean(0));
 		v = NULL;

@@ -96,3 +96,17 @@ struct json_object *cgroup_usage(const char *cid, bool *oom_killed)
 		json_object_object_add(o, "pids", json_object_new_int64(pids));
 	return o;
 }
+
+void cgroup_remove(const char *cid)
+{
+	static const char *const ctrls[] = { "", "memory/", "pids/", "cpu/", "cpuacct/",
+					     "cpu,cpuacct/", "cpuset/", "devices/", "freezer/",
+					     "blkio/", "hugetlb/", "net_cls/", "net_prio/",
+					     "perf_event/", "systemd/", "unified/" };
+	char p[300];
+
+	for (size_t i = 0; i < sizeof(ctrls) / sizeof(ctrls[0]); i++) {
+		(void)snprintf(p, sizeof(p), "/sys/fs/cgroup/%ssandbox/%s", ctrls[i], cid);
+		(void)rmdir(p);
+	}
+}

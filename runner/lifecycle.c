@@ -75,7 +75,7 @@ static const char *row_str(struct json_object *row, const char *k)
 static void audit_log(struct run *r, const char *event, const char *exit_code)
 {
 	struct json_object *f = log_fields(
-		"event", event, "run_id", r->id, "user_id", r->user_id, "runtime", "oci",
+		"event", event, "run_id", r->id, "user_id", r->user_id, "runtime", r->runtime,
 		"base_image", r->base_image, "image_digest", row_str(r->row, "image_digest"),
 		"policy_hash", row_str(r->row, "policy_hash"),
 		"spec_version", row_str(r->row, "spec_version"),
@@ -132,6 +132,14 @@ static void arm_timer(struct run *r)
  * down; before init exists, kill `crun create` itself. */
 static void kill_now(struct run *r)
 {
+	if (r->docker) {
+		/* Running: the driver asks dockerd for a KILL. Not yet: the
+		 * driver itself goes (the delete that follows removes whatever
+		 * container it made). */
+		if (r->helper > 0 && r->helper_kind == CHILD_CREATE)
+			(void)kill(r->helper, r->state == RS_RUNNING ? SIGUSR2 : SIGKILL);
+		return;
+	}
 	if (r->init_pid > 0 && !r->init_exited)
 		(void)kill(r->init_pid, SIGKILL);
 	else if (r->helper > 0 && r->helper_kind == CHILD_CREATE)
@@ -190,7 +198,7 @@ static void mark_running(struct run *r)
 	audit_log(r, "sandbox.run.running", NULL);
 	struct json_object *d = json_object_new_object();
 	json_object_object_add(d, "run_id", json_object_new_string(r->id));
-	json_object_object_add(d, "runtime", json_object_new_string("oci"));
+	json_object_object_add(d, "runtime", json_object_new_string(r->runtime));
 	json_object_object_add(d, "base_image", json_object_new_string(r->base_image));
 	frames_event(r, "start", d);
 	d = json_object_new_object();
@@ -326,6 +334,18 @@ static void begin_delete(struct run *r)
 	else if (r->init_exited && WIFSIGNALED(r->init_status))
 		exit_code = 128 + WTERMSIG(r->init_status);
 
+	if (verdict_field(r, "oom", v, sizeof(v)) && strcmp(v, "1") == 0)
+		oom = true;
+	if (!r->final_phase && verdict_field(r, "status", v, sizeof(v)) &&
+	    strcmp(v, "provision_failed") == 0) {
+		/* The docker driver could not create, start or follow it. */
+		char m[200] = "", msg[256], why[64] = "";
+		(void)verdict_field(r, "message", m, sizeof(m));
+		(void)verdict_field(r, "reason", why, sizeof(why));
+		(void)snprintf(msg, sizeof(msg), "%s", m);
+		end_with(r, "failed", strcmp(why, "runtime_lost") == 0 ? "runtime_lost"
+								       : "provision_failed", msg);
+	}
 	if (!r->final_phase) {
 		if (verdict_field(r, "status", v, sizeof(v)) && strcmp(v, "exec_failed") == 0) {
 			char m[200] = "", msg[256];
@@ -351,7 +371,8 @@ static void begin_delete(struct run *r)
 
 	r->state = RS_DELETING;
 	r->helper_kind = CHILD_DELETE;
-	r->helper = oci_spawn(r, "delete", -1, -1, -1, -1);
+	r->helper = r->docker ? docker_spawn(r, "delete", -1, -1, -1, -1)
+			      : oci_spawn(r, "delete", -1, -1, -1, -1);
 	if (r->helper < 0)
 		run_child_exited(-1, 0);
 }
@@ -370,7 +391,7 @@ static void record_end(struct run *r)
 	(void)snprintf(exitbuf, sizeof(exitbuf), "%d", exit_code);
 	(void)snprintf(logb, sizeof(logb), "%lld", (long long)r->log_bytes);
 	(void)snprintf(artb, sizeof(artb), "%lld", (long long)r->artifact_bytes);
-	if (json_object_object_get_ex(sup->runtimes, "oci", &oci) &&
+	if (json_object_object_get_ex(sup->runtimes, r->runtime, &oci) &&
 	    json_object_object_get_ex(oci, "version", &ver) && ver)
 		rtv = json_object_get_string(ver);
 
@@ -390,7 +411,8 @@ static void record_end(struct run *r)
 		r->id, r->final_phase, r->reason, r->message[0] ? r->message : NULL,
 		exit_code >= 0 ? exitbuf : NULL,
 		u ? json_object_to_json_string_ext(u, JSON_C_TO_STRING_PLAIN) : NULL,
-		logb, rtv, artb, r->artifacts_truncated ? "true" : "false"
+		logb, rtv, artb, r->artifacts_truncated ? "true" : "false",
+		r->docker && r->docker_image[0] ? r->docker_image : NULL
 	};
 	PGresult *res = db_exec(
 		&sup->db,
@@ -398,9 +420,10 @@ static void record_end(struct run *r)
 		"  exit_code = $5::int, resource_usage = $6::jsonb, "
 		"  log_bytes = $7::bigint, runtime_version = nullif($8, ''), "
 		"  artifact_bytes = $9::bigint, artifacts_truncated = $10::boolean, "
+		"  image_digest = coalesce($11, image_digest), "
 		"  finished_at = now(), lease_until = NULL "
 		"WHERE id = $1",
-		10, params);
+		11, params);
 	if (res)
 		PQclear(res);
 	else
@@ -417,6 +440,8 @@ static void complete(struct run *r)
 	char path[700];
 
 	workspace_release(r);
+	if (r->docker)
+		cgroup_remove(r->cid);
 	if (r->session_id[0]) {
 		const char *p[] = { r->session_id };
 		(void)db_command(&sup->db,
@@ -534,6 +559,13 @@ void run_child_exited(pid_t pid, int status)
 		r->helper_kind = CHILD_NONE;
 		switch (kind) {
 		case CHILD_CREATE:
+			if (r->docker) {
+				/* The driver lives as long as the container. */
+				r->init_exited = true;
+				r->init_status = status;
+				maybe_finish(r);
+				break;
+			}
 			if (ok) {
 				read_init_pid(r);
 				int st;
@@ -602,6 +634,8 @@ void run_begin(struct json_object *row)
 	(void)strlcpy_ok(r->user_id, row_str(row, "user_id"), sizeof(r->user_id));
 	(void)strlcpy_ok(r->image, row_str(row, "image"), sizeof(r->image));
 	(void)strlcpy_ok(r->base_image, row_str(row, "base_image"), sizeof(r->base_image));
+	(void)strlcpy_ok(r->runtime, row_str(row, "runtime"), sizeof(r->runtime));
+	r->docker = strcmp(r->runtime, "docker") == 0;
 	if (row_str(row, "session_id") && uuid_valid(row_str(row, "session_id")))
 		(void)strlcpy_ok(r->session_id, row_str(row, "session_id"), sizeof(r->session_id));
 	struct json_object *cpu = NULL;
@@ -618,6 +652,8 @@ void run_begin(struct json_object *row)
 	 * root maps to its first uid) and a random uid inside it, so two
 	 * runs never share a host uid. */
 	r->host_base = (uid_t)(0x10000000u + (sup->slot++ % 4096u) * 65536u);
+	if (r->docker)
+		r->host_base = 0; /* no user namespace: the run's uid is a host uid */
 	random_bytes(&rnd, sizeof(rnd));
 	r->uid = (uid_t)(1000 + rnd % 59000);
 	r->log_fd = -1;
@@ -657,7 +693,7 @@ void run_begin(struct json_object *row)
 	json_object_object_add(d, "phase", json_object_new_string("starting"));
 	frames_event(r, "phase", d);
 	if (workspace_create(r, err, sizeof(err)) < 0 ||
-	    oci_write_bundle(r, err, sizeof(err)) < 0)
+	    (r->docker ? docker_prepare(r, err, sizeof(err)) : oci_write_bundle(r, err, sizeof(err))) < 0)
 		goto fail;
 	if (open_pipe(po) < 0 || open_pipe(pe) < 0 || open_pipe(ps) < 0) {
 		(void)snprintf(err, sizeof(err), "pipes: %s", strerror(errno));
@@ -665,7 +701,8 @@ void run_begin(struct json_object *row)
 	}
 	r->helper_kind = CHILD_CREATE;
 	int stdin_rd = stdin_setup(r);
-	r->helper = oci_spawn(r, "run", stdin_rd, po[1], pe[1], ps[1]);
+	r->helper = r->docker ? docker_spawn(r, "run", stdin_rd, po[1], pe[1], ps[1])
+			      : oci_spawn(r, "run", stdin_rd, po[1], pe[1], ps[1]);
 	if (stdin_rd >= 0)
 		close(stdin_rd);
 	close(po[1]);
@@ -719,7 +756,16 @@ void run_cancel(const char *run_id)
 		end_with(r, "killed", "canceled_by_user", "canceled_by_user");
 		log_msg(LOG_LVL_INFO, run_fields(r), "cancel: SIGTERM, SIGKILL after %llds",
 			(long long)cfg_int(CFG_CANCEL_GRACE_SECONDS));
-		if (r->helper > 0 && r->helper_kind == CHILD_CREATE) {
+		if (r->docker && r->helper > 0 && r->state == RS_RUNNING) {
+			/* The driver asks dockerd for a TERM, then a KILL. */
+			(void)kill(r->helper, SIGTERM);
+			r->kill_deadline = now_mono_ms() + cfg_int(CFG_CANCEL_GRACE_SECONDS) * 1000;
+			if (cfg_int(CFG_CANCEL_GRACE_SECONDS) == 0)
+				kill_now(r);
+			arm_timer(r);
+		} else if (r->docker) {
+			kill_now(r);
+		} else if (r->helper > 0 && r->helper_kind == CHILD_CREATE) {
 			/* `crun run` is half-way: let it finish (the sandbox is
 			 * killed as soon as it reports), rather than leave a
 			 * half-made container behind. */

@@ -81,6 +81,13 @@ void loop_del(struct watch *w)
 		(void)epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
 }
 
+bool runtime_available(struct supervisor *s, const char *name)
+{
+	struct json_object *rt = NULL, *av = NULL;
+	return json_object_object_get_ex(s->runtimes, name, &rt) &&
+	       json_object_object_get_ex(rt, "available", &av) && json_object_get_boolean(av);
+}
+
 static void reprobe(struct supervisor *s)
 {
 	json_object_put(s->runtimes);
@@ -93,6 +100,8 @@ static void reprobe(struct supervisor *s)
 			   NULL),
 		"runtime probe");
 	images_register(s);
+	if (runtime_available(s, "docker"))
+		images_docker_import(s);
 }
 
 static void on_signal(struct watch *w, uint32_t ev)

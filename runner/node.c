@@ -121,3 +121,20 @@ void images_register(struct supervisor *s)
 	}
 	closedir(d);
 }
+
+void images_docker_import(struct supervisor *s)
+{
+	const char *p[] = { s->node_id };
+	PGresult *r = db_exec(&s->db, "SELECT name, digest FROM images WHERE node_id = $1", 1, p);
+
+	if (!r)
+		return;
+	for (int i = 0; i < PQntuples(r); i++) {
+		char tarball[600], id[100];
+		(void)snprintf(tarball, sizeof(tarball), "%s/%s.tar", cfg_str(CFG_IMAGES_DIR),
+			       PQgetvalue(r, i, 0));
+		if (docker_image(PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), tarball, id, sizeof(id)) < 0)
+			log_warn("docker: image %s could not be imported", PQgetvalue(r, i, 0));
+	}
+	PQclear(r);
+}

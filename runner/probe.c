@@ -235,58 +235,18 @@ static struct json_object *probe_oci(void)
 	return result(false, version, notes);
 }
 
-static size_t collect(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-	char *buf = ud;
-	size_t have = strlen(buf), n = size * nmemb;
-	size_t take = n;
-
-	if (have + take >= 4096)
-		take = 4095 - have;
-	memcpy(buf + have, ptr, take);
-	buf[have + take] = '\0';
-	return n;
-}
-
 static struct json_object *probe_docker(void)
 {
 	const char *sock = cfg_str(CFG_DOCKER_HOST);
-	char body[4096] = "", notes[600];
-	long code = 0;
-	CURL *c;
+	char notes[600], version[128];
 
 	if (access(sock, F_OK) != 0) {
 		(void)snprintf(notes, sizeof(notes), "no dockerd socket at %s", sock);
 		return result(false, NULL, notes);
 	}
-	c = curl_easy_init();
-	if (!c)
-		return result(false, NULL, "libcurl unavailable");
-	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, sock);
-	curl_easy_setopt(c, CURLOPT_URL, "http://localhost/version");
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
-	CURLcode cc = curl_easy_perform(c);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-	curl_easy_cleanup(c);
-	if (cc != CURLE_OK || code != 200) {
-		(void)snprintf(notes, sizeof(notes),
-			       "dockerd at %s does not answer: %s", sock,
-			       cc != CURLE_OK ? curl_easy_strerror(cc) : "bad status");
+	if (docker_version(version, sizeof(version), notes, sizeof(notes)) < 0)
 		return result(false, NULL, notes);
-	}
-	struct json_object *v = json_tokener_parse(body), *ver = NULL;
-	char version[128] = "unknown";
-	if (v && json_object_object_get_ex(v, "Version", &ver))
-		(void)snprintf(version, sizeof(version), "docker %s",
-			       json_object_get_string(ver));
-	json_object_put(v);
-	/* Answering is not enough for parity: the docker driver ships
-	 * with the docker runtime issue; until then it is not offered. */
-	return result(false, version,
-		      "dockerd answers, but the docker driver is not enabled in "
-		      "this build");
+	return result(true, version, NULL);
 }
 
 static struct json_object *probe_firecracker(void)

@@ -217,6 +217,8 @@ static void recover(struct supervisor *s)
 void queue_recover(struct supervisor *s)
 {
 	oci_cleanup_leftovers(s);
+	if (runtime_available(s, "docker"))
+		docker_reconcile(s);
 	workspace_cleanup_leftovers();
 	recover(s);
 	sessions_recover(s);

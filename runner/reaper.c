@@ -146,6 +146,8 @@ void reaper_tick(struct supervisor *s)
 	expire_artifacts(s);
 	/* Sandboxes, cgroups and mounts no live run accounts for. */
 	oci_cleanup_leftovers(s);
+	if (runtime_available(s, "docker"))
+		docker_reconcile(s);
 	workspace_cleanup_leftovers();
 	/* A run's directory (its frames, its artifacts) stays while its row
 	 * does; a session's while the session is live. */

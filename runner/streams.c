@@ -12,9 +12,10 @@
  * run emits it. So all clients see the same frames in the same order, a
  * late client gets the whole history, and a slow client never slows the
  * run or anyone else: its queue is bounded (STREAM_QUEUE_MAX); a live
- * client that overflows it gets an `error` event (slow_consumer, with the
- * seq to resume from) and is closed. After the `end` frame the server
- * sends a close frame and lets go of the connection.
+ * client a burst would overflow it goes back to catching up from the
+ * record at its own pace (nothing is lost, memory stays bounded by the
+ * replay chunk). After the `end` frame the server sends a close frame and
+ * lets go of the connection.
  *
  * Clients of a run that has no frames yet (queued) wait and start
  * replaying as soon as the first frame is written. */
@@ -482,18 +483,13 @@ void streams_publish(const char *run_id, const char *line, size_t len, int64_t s
 			replay(c);
 		} else if (c->state == C_LIVE && seq == c->next_seq) {
 			if (c->outlen + len > STREAM_QUEUE_MAX) {
-				/* Too far behind: say so, with where to resume. */
-				char msg[256];
-				int n = snprintf(msg, sizeof(msg),
-						 "{\"type\":\"event\",\"event\":\"error\",\"data\":"
-						 "{\"reason\":\"slow_consumer\",\"resume_from_seq\":%lld},"
-						 "\"seq\":%lld}",
-						 (long long)c->next_seq, (long long)(c->next_seq - 1));
-				queue_frame(c, WS_OP_TEXT, msg, (size_t)n);
-				start_closing(c, 1008);
+				/* Behind by a burst: no frame is lost, the client
+				 * catches up from the recorded stream at its own
+				 * pace (memory stays bounded by the replay chunk). */
+				c->state = C_REPLAY;
 				counters.drops++;
-				log_msg(LOG_LVL_WARN, log_fields("run_id", run_id, NULL),
-					"stream client too slow: dropped");
+				log_msg(LOG_LVL_DEBUG, log_fields("run_id", run_id, NULL),
+					"stream client behind: catching up from the record");
 			} else {
 				queue_frame(c, WS_OP_TEXT, line, len);
 				c->next_seq = seq + 1;

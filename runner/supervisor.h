@@ -51,6 +51,9 @@ struct run {
 	char base_image[256];
 	char dir[512]; /* DATA_ROOT/runs/<id> */
 	char session_id[37]; /* "" for a one-shot run */
+	char runtime[16];    /* "oci" or "docker" */
+	bool docker;
+	char docker_image[80]; /* the image's id in dockerd */
 	char ws[600];        /* the host directory mounted at /workspace */
 	int64_t artifact_bytes;
 	bool artifacts_truncated;
@@ -121,6 +124,9 @@ struct supervisor {
 
 extern struct supervisor *sup;
 
+/* main.c: what the last probe found. */
+bool runtime_available(struct supervisor *s, const char *name);
+
 /* hostprep.c: make the host able to run containers (cgroup layout). */
 int hostprep_cgroups(void);
 
@@ -165,6 +171,19 @@ pid_t oci_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int err_
 		int status_fd);
 void oci_cleanup_leftovers(struct supervisor *s);
 bool oci_is_runsc(void);
+
+/* runtime_docker.c: the docker runtime (Engine API over its socket). */
+int docker_version(char *out, size_t outlen, char *err, size_t errlen);
+int docker_image(const char *name, const char *digest, const char *tarball, char *id_out,
+		 size_t idlen);
+int docker_prepare(struct run *r, char *err, size_t errlen);
+pid_t docker_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int err_fd,
+		   int status_fd);
+void docker_reconcile(struct supervisor *s);
+/* node.c: the catalog's images imported into dockerd (once each). */
+void images_docker_import(struct supervisor *s);
+/* cgroup.c: remove the (empty) cgroups of a finished sandbox. */
+void cgroup_remove(const char *cid);
 
 /* workspace.c: the run's /workspace (a tmpfs with a size cap: the run's
  * own, or its session's). */

@@ -73,6 +73,29 @@ render() { # template output
 			next } { print }' > "$2"
 }
 
+# A private dockerd for the docker runtime (STACK_DOCKER=1): its own data
+# root, exec root, socket and containerd namespace, and no networking of
+# its own (no bridge, no iptables): containers get network "none".
+docker_up() {
+	command -v dockerd >/dev/null 2>&1 || die "STACK_DOCKER=1 needs dockerd (docker.io)"
+	local sock="$DIR/run/docker.sock" ns
+	ns="sandbox-$(basename "$DIR" | tr -c 'a-zA-Z0-9\n' '-')"
+	mkdir -p "$DIR/docker" "$DIR/run/dx"
+	if ! alive "$DIR/pids/dockerd.pid"; then
+		start_daemon dockerd "$DIR/pids/dockerd.pid" dockerd \
+			--bridge=none --iptables=false --ip-masq=false --ip6tables=false \
+			--data-root "$DIR/docker" --exec-root "$DIR/run/dx" \
+			--host "unix://$sock" --pidfile "$DIR/run/dockerd.pid" \
+			--containerd-namespace "$ns" --containerd-plugins-namespace "$ns-plugins" \
+			--log-level warn
+	fi
+	for _ in $(seq 1 300); do
+		[ -S "$sock" ] && curl -sf --unix-socket "$sock" http://d/_ping >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	die "dockerd did not come up (see $DIR/logs/dockerd.log)"
+}
+
 start_daemon() { # name pidfile cmd...
 	local name=$1 pidfile=$2
 	shift 2
@@ -150,6 +173,9 @@ SANDBOX_API_WORKERS = 4
 SANDBOX_HEARTBEAT_SEC = 2
 SANDBOX_NODE_STALE_SEC = 10
 CONF
+		if [ "${STACK_DOCKER:-0}" = 1 ]; then
+			printf 'SANDBOX_DOCKER_HOST = %s\n' "$DIR/run/docker.sock" >> "$conf"
+		fi
 		if [ -n "${STACK_EXTRA_CONF:-}" ]; then
 			printf '%s\n' "$STACK_EXTRA_CONF" >> "$conf"
 		fi
@@ -185,6 +211,7 @@ CONF
 		)
 	fi
 
+	[ "${STACK_DOCKER:-0}" = 1 ] && docker_up
 	start_daemon api "$DIR/pids/api.pid" "$BIN/sandbox-api"
 	start_daemon supervisor "$DIR/pids/supervisor.pid" "$BIN/sandbox-supervisor"
 
@@ -232,6 +259,7 @@ cmd_down() {
 	stop_pidfile "$DIR/pids/nginx.pid"
 	stop_pidfile "$DIR/pids/api.pid"
 	stop_pidfile "$DIR/pids/supervisor.pid"
+	stop_pidfile "$DIR/pids/dockerd.pid"
 	# Whatever a killed supervisor could not clean: containers, mounts.
 	if [ -d "$DIR/data/oci-state" ]; then
 		for c in $(crun --root "$DIR/data/oci-state" list -q 2>/dev/null); do

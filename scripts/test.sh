@@ -55,16 +55,28 @@ SANDBOX_MAX_ARTIFACT_BYTES_PER_RUN_MB = 4
 SANDBOX_MAX_ARTIFACT_BYTES_PER_USER_MB = 8
 SANDBOX_REAPER_INTERVAL_SEC = 5
 SANDBOX_SESSION_SWEEP_SEC = 1
+SANDBOX_RUNTIME_PROBE_SEC = 5
 SANDBOX_METRICS_TOKEN = test-metrics-token-0123456789
 SANDBOX_RATE_LIMIT_RPS = 1000
 SANDBOX_RATE_LIMIT_BURST = 2000"
-bash scripts/stack.sh up "$STACK" "$PORT"
+# The stack runs its own dockerd too: the docker runtime is tested.
+STACK_DOCKER=1 bash scripts/stack.sh up "$STACK" "$PORT"
 # The browser tests' two npm packages (pinned in tests/web/package-lock.json).
 if [ ! -d tests/web/node_modules/playwright-core ] || [ tests/web/package-lock.json -nt tests/web/node_modules ]; then
 	(cd tests/web && npm ci --no-audit --no-fund --loglevel=error) >/dev/null
 fi
 export TEST_STACK_DIR="$STACK" TEST_ROOT="$ROOT" TEST_BUILD="$ROOT/$BUILD"
 /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/integration "$@"
+if [ $# = 0 ]; then
+	# Parity: the runtime-independent suite again, every run and session
+	# on the docker runtime, with the same assertions.
+	echo "== the runtime-independent suite on the docker runtime"
+	TEST_RUNTIME=docker /usr/bin/python3 -m pytest -p no:cacheprovider -q \
+		tests/integration/test_runs.py tests/integration/test_sessions.py \
+		tests/integration/test_files.py tests/integration/test_artifacts.py \
+		tests/integration/test_streams.py tests/integration/test_isolation.py \
+		tests/integration/test_docker.py
+fi
 
 if [ "$SAN" = 1 ]; then
 	# A sanitizer report anywhere in the server logs fails the suite.

@@ -108,6 +108,10 @@ static void drop_caps(void)
 	(void)syscall(SYS_capset, &h, d);
 }
 
+/* Started as the run's uid already (a runtime that sets the user itself,
+ * with every capability dropped): nothing to drop, nothing to switch. */
+static int rootless;
+
 static void __attribute__((noreturn))
 inside(int errfd, uid_t uid, gid_t gid, long nofile, long nproc, long cpu,
        const char *dir, char **argv, sigset_t *oldmask)
@@ -119,7 +123,7 @@ inside(int errfd, uid_t uid, gid_t gid, long nofile, long nproc, long cpu,
 	/* Empty the bounding set: nothing the command runs can ever regain a
 	 * capability (no_new_privs already forbids setuid binaries). */
 	step = 1;
-	for (int cap = 0; cap <= 63; cap++)
+	for (int cap = 0; rootless == 0 && cap <= 63; cap++)
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
 			goto fail;
 	step = 2;
@@ -132,14 +136,18 @@ inside(int errfd, uid_t uid, gid_t gid, long nofile, long nproc, long cpu,
 	/* Credentials: groups and gid before uid, uid last; the switch away
 	 * from uid 0 clears every capability. */
 	step = 3;
-	if (setgroups(0, NULL) < 0)
+	if (!rootless && setgroups(0, NULL) < 0)
 		goto fail;
 	step = 4;
-	if (setresgid(gid, gid, gid) < 0)
+	if (!rootless && setresgid(gid, gid, gid) < 0)
 		goto fail;
 	step = 5;
-	if (setresuid(uid, uid, uid) < 0)
+	if (!rootless && setresuid(uid, uid, uid) < 0)
 		goto fail;
+	if (getuid() != uid || getgid() != gid) {
+		errno = EPERM;
+		goto fail;
+	}
 	step = 6;
 	if (getuid() == 0 || geteuid() == 0) {
 		errno = EPERM;
@@ -169,7 +177,8 @@ int main(int argc, char **argv)
 		puts("sandbox-init probe ok");
 		return 0;
 	}
-	while ((opt = getopt(argc, argv, "+u:g:n:p:t:w:")) != -1) {
+	const char *status_path = NULL;
+	while ((opt = getopt(argc, argv, "+u:g:n:p:t:w:S:")) != -1) {
 		switch (opt) {
 		case 'u': uid = parse_num(optarg, 1, 0x7ffffffe, "uid"); break;
 		case 'g': gid = parse_num(optarg, 1, 0x7ffffffe, "gid"); break;
@@ -177,9 +186,10 @@ int main(int argc, char **argv)
 		case 'p': nproc = parse_num(optarg, 1, 1 << 22, "nproc"); break;
 		case 't': cpu = parse_num(optarg, 1, 1 << 24, "cpu seconds"); break;
 		case 'w': dir = optarg; break;
+		case 'S': status_path = optarg; break;
 		default:
 			fprintf(stderr, "usage: sandbox-init -u UID -g GID [-n N] [-p N] "
-					"[-t SEC] [-w DIR] -- CMD...\n");
+					"[-t SEC] [-w DIR] [-S STATUSFILE] -- CMD...\n");
 			return 126;
 		}
 	}
@@ -187,9 +197,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sandbox-init: need -u, -g and a command\n");
 		return 126;
 	}
-	if (fcntl(STATUS_FD, F_GETFD) >= 0) {
+	if (status_path) {
+		/* A file the runtime mounted for us (no fd 3 across it). */
+		status_fd = open(status_path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+	} else if (fcntl(STATUS_FD, F_GETFD) >= 0) {
 		status_fd = STATUS_FD;
 		(void)fcntl(status_fd, F_SETFD, FD_CLOEXEC);
+	}
+	rootless = geteuid() != 0;
+	if (rootless && (geteuid() != (uid_t)uid || getegid() != (gid_t)gid)) {
+		report("status=exec_failed\nerrno=%d\nmessage=started as uid %d, not %ld\n", EPERM,
+		       (int)geteuid(), uid);
+		return 126;
 	}
 
 	sigemptyset(&mask);
@@ -212,7 +231,8 @@ int main(int argc, char **argv)
 		inside(ep[1], (uid_t)uid, (gid_t)gid, nofile, nproc, cpu, dir,
 		       argv + optind, &oldmask);
 	close(ep[1]);
-	drop_caps();
+	if (!rootless)
+		drop_caps();
 	(void)prctl(PR_SET_DUMPABLE, 0);
 
 	/* What failed, for the run's message: the command itself (ENOENT,

@@ -17,6 +17,9 @@ STACK = os.environ["TEST_STACK_DIR"]
 ROOT = os.environ["TEST_ROOT"]
 BUILD = os.environ["TEST_BUILD"]
 API = "/api/v1/sandbox"
+# The runtime-independent part of the suite runs once per runtime
+# (scripts/test.sh): one-shot runs and sessions ask for this one.
+RUNTIME = os.environ.get("TEST_RUNTIME", "oci")
 
 
 def _read_env(path):
@@ -184,6 +187,8 @@ def submit(client, body=None, headers=None, **fields):
     if body:
         spec.update(body)
     spec.update(fields)
+    if RUNTIME != "oci" and "session_id" not in spec and "runtime" not in spec:
+        spec["runtime"] = RUNTIME
     h = {"Content-Type": "application/json"}
     h.update(headers or {})
     return client.post("/runs", data=json.dumps(spec), headers=h)
@@ -241,6 +246,8 @@ def new_session(client, headers=None, **fields):
     """Create a session (201) and return its JSON."""
     spec = {"spec_version": "1.0", "base_image": "python:3.11-slim"}
     spec.update(fields)
+    if RUNTIME != "oci":
+        spec.setdefault("runtime", RUNTIME)
     h = {"Content-Type": "application/json"}
     h.update(headers or {})
     r = client.post("/sessions", data=json.dumps(spec), headers=h)
@@ -260,6 +267,18 @@ def session(admin):
     admin.delete(f"/sessions/{s['session_id']}")
 
 
+def docker_containers():
+    """Containers of the stack's dockerd carrying our labels."""
+    sock = os.path.join(STACK, "run", "docker.sock")
+    if not os.path.exists(sock):
+        return []
+    r = subprocess.run(["curl", "-s", "--unix-socket", sock,
+                        "http://d/v1.41/containers/json?all=1&filters=%7B%22label%22%3A%5B%22"
+                        "sandbox.managed%3Dtrue%22%5D%7D"],
+                       capture_output=True, text=True, timeout=10)
+    return [c["Names"][0] for c in json.loads(r.stdout or "[]")]
+
+
 def host_leftovers():
     """Containers, workspace mounts and cgroups the stack left behind."""
     state = os.path.join(STACK, "data", "oci-state")
@@ -272,7 +291,7 @@ def host_leftovers():
         d = f"/sys/fs/cgroup/{ctrl}/sandbox"
         if os.path.isdir(d):
             cgroups += [x for x in os.listdir(d) if x.startswith("sbx-")]
-    return {"containers": out, "mounts": mounts, "cgroups": cgroups}
+    return {"containers": out + docker_containers(), "mounts": mounts, "cgroups": cgroups}
 
 
 def wait_no_leftovers(timeout=10):

@@ -5,7 +5,7 @@ import os
 import threading
 import time
 
-from conftest import (BASE_URL, Client, assert_envelope, new_session, output, psql,
+from conftest import (BASE_URL, RUNTIME, Client, assert_envelope, new_session, output, psql,
                       session_dir, submit, wait_for, wait_phase, wait_run)
 
 
@@ -33,7 +33,7 @@ def test_create_get_list_delete(admin):
                     resources={"cpu": 0.5, "memory_mb": 128})
     sid = s["session_id"]
     assert s["state"] == "ready" and s["reused"] is False
-    assert s["runtime"] == "oci" and s["runtime_info"]["name"] == "oci"
+    assert s["runtime"] == RUNTIME and s["runtime_info"]["name"] == RUNTIME
     assert len(s["policy_hash"]) == 64 and s["image_digest"].startswith("sha256:")
     assert s["resources"] == {"cpu": 0.5, "memory_mb": 128, "pids": s["resources"]["pids"]}
     assert s["expires_at"] > s["created_at"]
@@ -133,7 +133,8 @@ def test_thread_id_concurrent_creates_one_session(admin):
 
 
 def test_idempotency_key_on_sessions(admin):
-    h = {"Idempotency-Key": "sess-key-1"}
+    import uuid
+    h = {"Idempotency-Key": "sess-key-" + uuid.uuid4().hex}
     a = new_session(admin, headers=h, ttl_sec=60)
     b = new_session(admin, headers=h, ttl_sec=60)
     assert a["session_id"] == b["session_id"]
