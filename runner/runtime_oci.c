@@ -285,6 +285,21 @@ static bool is_live(const char *cid)
 	return false;
 }
 
+/* Sandbox cgroups are shared by every supervisor of the host (another
+ * stack's run may have just created its own, still empty): one is removed
+ * only when it was empty at the previous pass too. */
+#define SUSPECTS 512
+static char suspects[SUSPECTS][48], seen_now[SUSPECTS][48];
+static int nsuspects;
+
+static bool suspected(const char *name)
+{
+	for (int i = 0; i < nsuspects; i++)
+		if (strcmp(suspects[i], name) == 0)
+			return true;
+	return false;
+}
+
 static void cleanup_cgroups(void)
 {
 	static const char *const roots[] = { "/sys/fs/cgroup/sandbox", "/sys/fs/cgroup/memory/sandbox",
@@ -293,6 +308,8 @@ static void cleanup_cgroups(void)
 					     "/sys/fs/cgroup/devices/sandbox", "/sys/fs/cgroup/freezer/sandbox",
 					     "/sys/fs/cgroup/blkio/sandbox", "/sys/fs/cgroup/hugetlb/sandbox",
 					     "/sys/fs/cgroup/systemd/sandbox", NULL };
+	int nseen = 0;
+
 	for (const char *const *root = roots; *root; root++) {
 		DIR *d = opendir(*root);
 		struct dirent *e;
@@ -300,13 +317,26 @@ static void cleanup_cgroups(void)
 			continue;
 		while ((e = readdir(d)) != NULL) {
 			char p[1024];
-			if (strncmp(e->d_name, "sbx-", 4) != 0 || is_live(e->d_name))
+			if (strncmp(e->d_name, "sbx-", 4) != 0 || is_live(e->d_name) ||
+			    strlen(e->d_name) >= sizeof(suspects[0]))
 				continue;
+			if (!suspected(e->d_name)) {
+				bool dup = false;
+				for (int i = 0; i < nseen; i++)
+					dup |= strcmp(seen_now[i], e->d_name) == 0;
+				if (!dup && nseen < SUSPECTS)
+					(void)strlcpy_ok(seen_now[nseen++], e->d_name, sizeof(seen_now[0]));
+				continue;
+			}
 			(void)snprintf(p, sizeof(p), "%s/%s", *root, e->d_name);
+			/* Docker's container cgroup may sit below it (gone with
+			 * its container); an rmdir of a busy one just fails. */
 			(void)rmdir(p);
 		}
 		closedir(d);
 	}
+	memcpy(suspects, seen_now, sizeof(suspects[0]) * (size_t)nseen);
+	nsuspects = nseen;
 }
 
 /* Containers in our state root that belong to no run this supervisor

@@ -14,6 +14,7 @@ PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
 export STACK_EXTRA_CONF="SANDBOX_USER_MAX_CONCURRENT_RUNS = 8
 SANDBOX_QUEUE_MAX_LENGTH = 1000
 SANDBOX_LOG_LEVEL = warn"
-STACK_QUIET=1 bash scripts/stack.sh up "$STACK" "$PORT"
+STACK_DOCKER=1 STACK_QUIET=1 bash scripts/stack.sh up "$STACK" "$PORT"
 TEST_STACK_DIR="$STACK" /usr/bin/python3 tests/bench/bench_runs.py
 TEST_STACK_DIR="$STACK" /usr/bin/python3 tests/bench/bench_streams.py
+(cd tests/bench && TEST_STACK_DIR="$STACK" /usr/bin/python3 bench_docker.py)
