@@ -404,8 +404,6 @@ static void record_end(struct run *r)
 	if (r->message[0])
 		json_object_object_add(d, "message", json_object_new_string(r->message));
 	stdin_release(r);
-	frames_event(r, "end", d);
-	r->ended = true;
 
 	const char *params[] = {
 		r->id, r->final_phase, r->reason, r->message[0] ? r->message : NULL,
@@ -429,6 +427,10 @@ static void record_end(struct run *r)
 	else
 		log_msg(LOG_LVL_ERROR, run_fields(r), "recording the end of the run: %s",
 			sup->db.last_error);
+	/* The end frame after the row: whoever sees `end` and asks for the
+	 * run finds it terminal. */
+	frames_event(r, "end", d);
+	r->ended = true;
 	char event[48];
 	(void)snprintf(event, sizeof(event), "sandbox.run.%s", r->final_phase);
 	audit_log(r, event, exit_code >= 0 ? exitbuf : NULL);

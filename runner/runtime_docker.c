@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -577,6 +578,9 @@ pid_t docker_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int e
 
 	if (pid != 0)
 		return pid;
+	/* The driver does not outlive the supervisor: after a crash the
+	 * restarted supervisor reconciles the container itself. */
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* Only this run's descriptors: another run's pipes held open here
 	 * would keep its end-of-file from arriving. */
 	int fds[4] = { in_fd, out_fd, err_fd, status_fd };

@@ -84,3 +84,21 @@ def test_dockerd_restart_mid_run_fails_the_run_clearly(admin):
         f, fr = run(admin, runtime="docker", **py("print('back')"))
         return f["phase"] == "completed" and output(fr) == b"back\n"
     assert wait_for(works, timeout=60, interval=2)
+
+
+def test_supervisor_crash_leaves_no_container(admin):
+    import signal
+    from conftest import BASE_URL, ROOT, docker_containers
+    rid = submit(admin, runtime="docker", command=["sleep", "60"]).json()["run_id"]
+    wait_phase(admin, rid, "running")
+    assert f"/sbx-{rid}" in docker_containers()
+    os.kill(int(open(os.path.join(STACK, "pids", "supervisor.pid")).read()), signal.SIGKILL)
+    time.sleep(0.5)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_")}
+    env["STACK_DOCKER"] = "1"
+    subprocess.run(["bash", os.path.join(ROOT, "scripts", "stack.sh"), "up", STACK,
+                    BASE_URL.rsplit(":", 1)[1]], env=env, check=True, capture_output=True,
+                   timeout=180)
+    final = wait_run(admin, rid, timeout=30)
+    assert final["phase"] == "failed" and final["reason_code"] == "supervisor_restart", final
+    assert wait_for(lambda: docker_containers() == [], timeout=20), docker_containers()
