@@ -13,7 +13,10 @@ trap 'STACK_QUIET=1 bash scripts/stack.sh down "$STACK"; rm -rf "$STACK"' EXIT
 PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export STACK_EXTRA_CONF="SANDBOX_USER_MAX_CONCURRENT_RUNS = 8
 SANDBOX_QUEUE_MAX_LENGTH = 1000
-SANDBOX_LOG_LEVEL = warn"
+SANDBOX_LOG_LEVEL = warn
+SANDBOX_RATE_LIMIT_RPS = 1000000
+SANDBOX_RATE_LIMIT_BURST = 1000000
+SANDBOX_USER_MAX_QUEUED_RUNS = 1000"
 STACK_DOCKER=1 STACK_QUIET=1 bash scripts/stack.sh up "$STACK" "$PORT"
 TEST_STACK_DIR="$STACK" /usr/bin/python3 tests/bench/bench_runs.py
 TEST_STACK_DIR="$STACK" /usr/bin/python3 tests/bench/bench_streams.py
