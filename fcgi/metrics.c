@@ -170,6 +170,10 @@ static int collect_db(struct request *r, struct json_object *m)
 		"    ELSE (labels->>'le')::float8 END AS le FROM metric_counters) t "
 		"ORDER BY name, labels - 'le', le",
 		0, NULL);
+	_cleanup_pgres_ PGresult *h = db_exec(
+		r->db, "SELECT name, labels::text, array_to_json(counts)::text, sum, count "
+		       "FROM metric_hist ORDER BY name, labels::text",
+		0, NULL);
 	_cleanup_pgres_ PGresult *g = db_exec(
 		r->db,
 		"SELECT (SELECT count(*) FROM runs WHERE phase = 'queued'),"
@@ -185,8 +189,30 @@ static int collect_db(struct request *r, struct json_object *m)
 		" count(*) FILTER (WHERE heartbeat_at > now() - make_interval(secs => $1::int)) "
 		"FROM nodes",
 		1, (const char *[]){ "30" });
-	if (!c || !g)
+	if (!c || !g || !h)
 		return -1;
+	/* Histograms: one row each, expanded into _bucket/_sum/_count. */
+	static const char *const bounds[] = { "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1",
+					      "2.5", "5", "10", "30", "60", "300", "3600" };
+	for (int i = 0; i < PQntuples(h); i++) {
+		char n[160];
+		const char *name = PQgetvalue(h, i, 0);
+		struct json_object *counts = json_tokener_parse(PQgetvalue(h, i, 2));
+		(void)snprintf(n, sizeof(n), "%s_bucket", name);
+		for (size_t b = 0; b < ARRAY_SIZE(bounds); b++) {
+			struct json_object *l = json_tokener_parse(PQgetvalue(h, i, 1));
+			json_object_object_add(l, "le", json_object_new_string(bounds[b]));
+			series(m, n, l, json_object_get_double(json_object_array_get_idx(counts, b)));
+		}
+		struct json_object *l = json_tokener_parse(PQgetvalue(h, i, 1));
+		json_object_object_add(l, "le", json_object_new_string("+Inf"));
+		series(m, n, l, atof(PQgetvalue(h, i, 4)));
+		(void)snprintf(n, sizeof(n), "%s_sum", name);
+		series(m, n, json_tokener_parse(PQgetvalue(h, i, 1)), atof(PQgetvalue(h, i, 3)));
+		(void)snprintf(n, sizeof(n), "%s_count", name);
+		series(m, n, json_tokener_parse(PQgetvalue(h, i, 1)), atof(PQgetvalue(h, i, 4)));
+		json_object_put(counts);
+	}
 	for (int i = 0; i < PQntuples(c); i++)
 		series(m, PQgetvalue(c, i, 0), json_tokener_parse(PQgetvalue(c, i, 1)),
 		       atof(PQgetvalue(c, i, 2)));
