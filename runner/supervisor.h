@@ -150,6 +150,12 @@ void queue_poll(struct supervisor *s); /* notifications read by other queries */
 /* Log fields of every line about a run: run_id, user_id, the request_id
  * of the POST that created it, session_id. */
 struct json_object *run_fields(const struct run *r);
+/* The first cause decides how a run ends (phase, reason_code, message);
+ * later ones are ignored. */
+void end_with(struct run *r, const char *phase, const char *reason, const char *message);
+/* Kill the sandbox now (the runtime's way); re-arm the run's timer. */
+void kill_now(struct run *r);
+void arm_timer(struct run *r);
 void run_begin(struct json_object *row);
 void run_child_exited(pid_t pid, int status);
 void run_cancel(const char *run_id);
