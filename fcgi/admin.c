@@ -122,15 +122,8 @@ void h_admin_runs(struct request *r)
 			respond_db_error(r);
 		return;
 	}
-	struct json_object *o = json_object_new_object();
-	int64_t total = atoll(PQgetvalue(res, 0, 1));
-	json_object_object_add(o, "items", json_tokener_parse(PQgetvalue(res, 0, 0)));
-	json_object_object_add(o, "total", json_object_new_int64(total));
-	json_object_object_add(o, "limit", json_object_new_int64(limit));
-	json_object_object_add(o, "offset", json_object_new_int64(offset));
-	json_object_object_add(o, "has_more", json_object_new_boolean(offset + limit < total));
+	respond_page(r, PQgetvalue(res, 0, 0), atoll(PQgetvalue(res, 0, 1)), limit, offset);
 	PQclear(res);
-	respond_json(r, 200, o);
 }
 
 void h_admin_run(struct request *r)

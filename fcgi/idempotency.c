@@ -181,3 +181,21 @@ int idem_finish(struct request *r, const char *endpoint, const char *key,
 			  "WHERE endpoint = $1 AND user_id = $2 AND key = $3",
 			  5, p) ? 0 : -1;
 }
+
+enum idem_result idem_open(struct request *r, const char *endpoint, const char *key,
+			   const char *fingerprint, const char *object_id)
+{
+	enum idem_result res = idem_begin(r, endpoint, key, fingerprint, object_id);
+
+	if (res == IDEM_REPLAY || res == IDEM_CONFLICT)
+		(void)db_command(r->db, "ROLLBACK", 0, NULL);
+	if (res == IDEM_REPLAY) {
+		respond_json(r, r->replay_status, r->replay_body);
+		r->replay_body = NULL;
+	} else if (res == IDEM_CONFLICT) {
+		respond_error(r, 409, "idempotency_conflict", r->pending_error,
+			      "Idempotency-Key replay with different body");
+		r->pending_error = NULL;
+	}
+	return res;
+}

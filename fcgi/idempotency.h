@@ -16,6 +16,12 @@ int idem_key_from_request(struct request *r, const char **key);
 enum idem_result idem_begin(struct request *r, const char *endpoint,
 			    const char *key, const char *fingerprint,
 			    const char *object_id);
+/* Inside an open transaction, with a key: IDEM_NEW to go on; on a
+ * replay or a conflict the transaction is rolled back and the answer
+ * given (IDEM_REPLAY / IDEM_CONFLICT); IDEM_ERROR leaves both to the
+ * caller. */
+enum idem_result idem_open(struct request *r, const char *endpoint, const char *key,
+			   const char *fingerprint, const char *object_id);
 /* Store the answer that replays will get. */
 int idem_finish(struct request *r, const char *endpoint, const char *key,
 		int status, struct json_object *response);

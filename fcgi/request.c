@@ -151,6 +151,18 @@ void respond_error_h(struct request *r, int status, const char *headers,
 	va_end(ap);
 }
 
+void respond_page(struct request *r, const char *items_json, long long total, int64_t limit,
+		  int64_t offset)
+{
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "items", json_tokener_parse(items_json));
+	json_object_object_add(o, "total", json_object_new_int64(total));
+	json_object_object_add(o, "limit", json_object_new_int64(limit));
+	json_object_object_add(o, "offset", json_object_new_int64(offset));
+	json_object_object_add(o, "has_more", json_object_new_boolean(offset + limit < total));
+	respond_json(r, 200, o);
+}
+
 void respond_db_error(struct request *r)
 {
 	/* A statement that failed on a healthy connection is our bug, not an
@@ -246,16 +258,6 @@ struct json_object *req_json_body(struct request *r, size_t max)
 	return o;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 char *req_query(struct request *r, const char *name)
 {
@@ -273,10 +275,10 @@ char *req_query(struct request *r, const char *name)
 				if (v[i] == '+') {
 					*o++ = ' ';
 				} else if (v[i] == '%' && i + 2 < vlen &&
-					   hexval(v[i + 1]) >= 0 &&
-					   hexval(v[i + 2]) >= 0) {
-					*o++ = (char)(hexval(v[i + 1]) * 16 +
-						      hexval(v[i + 2]));
+					   hex_digit(v[i + 1]) >= 0 &&
+					   hex_digit(v[i + 2]) >= 0) {
+					*o++ = (char)(hex_digit(v[i + 1]) * 16 +
+						      hex_digit(v[i + 2]));
 					i += 2;
 				} else {
 					*o++ = v[i];

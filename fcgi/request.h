@@ -8,6 +8,7 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../lib/db.h"
 
@@ -65,6 +66,9 @@ void respond_error(struct request *r, int status, const char *code,
 void respond_error_h(struct request *r, int status, const char *headers,
 		     const char *code, struct json_object *details,
 		     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* A page of a list: {items (JSON text), total, limit, offset, has_more}. */
+void respond_page(struct request *r, const char *items_json, long long total, int64_t limit,
+		  int64_t offset);
 /* 503 with the database error hidden from the client but logged. */
 void respond_db_error(struct request *r);
 

@@ -406,6 +406,30 @@ int spec_network_policy(struct request *r, struct json_object *body)
 	return 0;
 }
 
+int spec_known_fields(struct request *r, struct json_object *body, const char *const *known,
+		      size_t nknown, const char *what)
+{
+	struct json_object *unknown = json_object_new_array();
+
+	json_object_object_foreach(body, k, val)
+	{
+		(void)val;
+		bool ok = false;
+		for (size_t i = 0; i < nknown; i++)
+			ok |= strcmp(k, known[i]) == 0;
+		if (!ok)
+			json_object_array_add(unknown, json_object_new_string(k));
+	}
+	if (json_object_array_length(unknown) > 0) {
+		struct json_object *d = json_object_new_object();
+		json_object_object_add(d, "unknown_fields", unknown);
+		respond_error(r, 400, "invalid_request", d, "unknown field(s) in the %s", what);
+		return -1;
+	}
+	json_object_put(unknown);
+	return 0;
+}
+
 int spec_bad(struct request *r, int status, const char *field, const char *msg)
 {
 	return bad(r, status, field, msg);
@@ -441,25 +465,11 @@ int run_spec_parse(struct request *r, struct json_object *body, struct run_spec 
 		"stdin_max_frame_bytes", "stdin_bps", "stdin_idle_timeout_sec",
 		"resume_from_seq", "labels"
 	};
-	struct json_object *v = NULL, *unknown = json_object_new_array();
+	struct json_object *v = NULL;
 
 	memset(s, 0, sizeof(*s));
-	json_object_object_foreach(body, k, val)
-	{
-		(void)val;
-		bool ok = false;
-		for (size_t i = 0; i < ARRAY_SIZE(known); i++)
-			ok |= strcmp(k, known[i]) == 0;
-		if (!ok)
-			json_object_array_add(unknown, json_object_new_string(k));
-	}
-	if (json_object_array_length(unknown) > 0) {
-		struct json_object *d = json_object_new_object();
-		json_object_object_add(d, "unknown_fields", unknown);
-		respond_error(r, 400, "invalid_request", d, "unknown field(s) in the run spec");
+	if (spec_known_fields(r, body, known, ARRAY_SIZE(known), "run spec") < 0)
 		return -1;
-	}
-	json_object_put(unknown);
 	if (spec_version_check(r, body, &s->spec_version) < 0)
 		return -1;
 

@@ -42,6 +42,9 @@ void run_spec_free(struct run_spec *s);
 int session_for_run(struct request *r, const char *session_id, struct run_spec *s);
 
 /* Helpers shared with the session spec (sessions.c). */
+/* 400 naming every field of body not in known; -1 after answering. */
+int spec_known_fields(struct request *r, struct json_object *body, const char *const *known,
+		      size_t nknown, const char *what);
 int spec_bad(struct request *r, int status, const char *field, const char *msg);
 bool spec_string(struct json_object *v);
 int spec_int(struct request *r, struct json_object *body, const char *k, int def, int min,

@@ -154,24 +154,12 @@ void h_runs_create(struct request *r)
 	if (!db_command(r->db, "BEGIN", 0, NULL))
 		goto dberr;
 	if (key) {
-		switch (idem_begin(r, "runs", key, fp, id)) {
-		case IDEM_NEW:
-			break;
-		case IDEM_REPLAY:
-			rollback(r);
-			respond_json(r, r->replay_status, r->replay_body);
-			r->replay_body = NULL;
-			json_object_put(body);
-			return;
-		case IDEM_CONFLICT:
-			rollback(r);
-			respond_error(r, 409, "idempotency_conflict", r->pending_error,
-				      "Idempotency-Key replay with different body");
-			r->pending_error = NULL;
-			json_object_put(body);
-			return;
-		case IDEM_ERROR:
+		enum idem_result ir = idem_open(r, "runs", key, fp, id);
+		if (ir == IDEM_ERROR)
 			goto dberr_rb;
+		if (ir != IDEM_NEW) { /* answered: a replay or a conflict */
+			json_object_put(body);
+			return;
 		}
 	}
 	/* Admission is serialised so queue_max_length is exact. */
@@ -498,12 +486,5 @@ void h_runs_list(struct request *r)
 		respond_db_error(r);
 		return;
 	}
-	long long total = atoll(PQgetvalue(res, 0, 0));
-	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "items", json_tokener_parse(PQgetvalue(res, 0, 1)));
-	json_object_object_add(o, "total", json_object_new_int64(total));
-	json_object_object_add(o, "limit", json_object_new_int64(limit));
-	json_object_object_add(o, "offset", json_object_new_int64(offset));
-	json_object_object_add(o, "has_more", json_object_new_boolean(offset + limit < total));
-	respond_json(r, 200, o);
+	respond_page(r, PQgetvalue(res, 0, 1), atoll(PQgetvalue(res, 0, 0)), limit, offset);
 }

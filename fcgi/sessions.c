@@ -86,25 +86,11 @@ static int session_spec_parse(struct request *r, struct json_object *body,
 		"spec_version", "runtime", "base_image", "resources", "timeout_sec",
 		"startup_timeout_sec", "ttl_sec", "network_policy", "env", "labels", "thread_id"
 	};
-	struct json_object *v = NULL, *res = NULL, *unknown = json_object_new_array();
+	struct json_object *v = NULL, *res = NULL;
 
 	memset(s, 0, sizeof(*s));
-	json_object_object_foreach(body, k, val)
-	{
-		(void)val;
-		bool ok = false;
-		for (size_t i = 0; i < ARRAY_SIZE(known); i++)
-			ok |= strcmp(k, known[i]) == 0;
-		if (!ok)
-			json_object_array_add(unknown, json_object_new_string(k));
-	}
-	if (json_object_array_length(unknown) > 0) {
-		struct json_object *d = json_object_new_object();
-		json_object_object_add(d, "unknown_fields", unknown);
-		respond_error(r, 400, "invalid_request", d, "unknown field(s) in the session spec");
+	if (spec_known_fields(r, body, known, ARRAY_SIZE(known), "session spec") < 0)
 		return -1;
-	}
-	json_object_put(unknown);
 	if (spec_version_check(r, body, &s->spec_version) < 0)
 		return -1;
 	if (!json_object_object_get_ex(body, "base_image", &v) || !v || !spec_string(v) ||
@@ -300,24 +286,12 @@ void h_sessions_create(struct request *r)
 	if (!db_command(r->db, "BEGIN", 0, NULL))
 		goto dberr;
 	if (key) {
-		switch (idem_begin(r, "sessions", key, fp, id)) {
-		case IDEM_NEW:
-			break;
-		case IDEM_REPLAY:
-			rollback(r);
-			respond_json(r, r->replay_status, r->replay_body);
-			r->replay_body = NULL;
-			json_object_put(body);
-			return;
-		case IDEM_CONFLICT:
-			rollback(r);
-			respond_error(r, 409, "idempotency_conflict", r->pending_error,
-				      "Idempotency-Key replay with different body");
-			r->pending_error = NULL;
-			json_object_put(body);
-			return;
-		case IDEM_ERROR:
+		enum idem_result ir = idem_open(r, "sessions", key, fp, id);
+		if (ir == IDEM_ERROR)
 			goto dberr_rb;
+		if (ir != IDEM_NEW) { /* answered: a replay or a conflict */
+			json_object_put(body);
+			return;
 		}
 	}
 	/* Quota: live sessions per user (each holds a workspace). */
@@ -469,14 +443,7 @@ void h_sessions_list(struct request *r)
 		respond_db_error(r);
 		return;
 	}
-	long long total = atoll(PQgetvalue(res, 0, 0));
-	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "items", json_tokener_parse(PQgetvalue(res, 0, 1)));
-	json_object_object_add(o, "total", json_object_new_int64(total));
-	json_object_object_add(o, "limit", json_object_new_int64(limit));
-	json_object_object_add(o, "offset", json_object_new_int64(offset));
-	json_object_object_add(o, "has_more", json_object_new_boolean(offset + limit < total));
-	respond_json(r, 200, o);
+	respond_page(r, PQgetvalue(res, 0, 1), atoll(PQgetvalue(res, 0, 0)), limit, offset);
 }
 
 /* DELETE: the session ends `deleted`; its supervisor kills its queued and
@@ -570,32 +537,47 @@ static void respond_session_gone(struct request *r, const char *id, const char *
 		      id);
 }
 
-int session_for_run(struct request *r, const char *id, struct run_spec *s)
+/* The caller's live session `id`, touched (activity moves expires_at),
+ * with `cols` after its state in one round trip; NULL after having
+ * answered (404 unknown, foreign or ended; 5xx for the database). */
+static PGresult *live_session(struct request *r, const char *id, const char *cols)
 {
+	char sql[1024];
+
 	if (!uuid_valid(id)) {
 		respond_session_gone(r, id, NULL);
-		return -1;
+		return NULL;
 	}
+	(void)snprintf(sql, sizeof(sql),
+		       "WITH touched AS (UPDATE sessions SET last_activity_at = now(),"
+		       "  expires_at = least(now() + make_interval(secs => ttl_sec), max_expires_at)"
+		       "  WHERE id = $1::uuid AND user_id = $2 AND state = 'ready' AND expires_at > now()"
+		       "  RETURNING id) "
+		       "SELECT CASE WHEN state = 'ready' AND expires_at <= now() THEN 'expired' ELSE state END,"
+		       " %s FROM sessions WHERE id = $1::uuid AND user_id = $2",
+		       cols);
 	const char *p[] = { id, r->user.id };
-	_cleanup_pgres_ PGresult *res = db_exec(
-		r->db,
-		"SELECT CASE WHEN state = 'ready' AND expires_at <= now() THEN 'expired' ELSE state END,"
-		" base_image, image, coalesce(image_digest, ''), runtime, cpu, memory_mb, pids_limit,"
-		" timeout_sec, startup_timeout_sec, env::text "
-		"FROM sessions WHERE id = $1::uuid AND user_id = $2",
-		2, p);
+	PGresult *res = db_exec(r->db, sql, 2, p);
 	if (!res) {
 		respond_db_error(r);
-		return -1;
+		return NULL;
 	}
-	if (PQntuples(res) == 0) {
-		respond_session_gone(r, id, NULL);
-		return -1;
+	if (PQntuples(res) == 0 || strcmp(PQgetvalue(res, 0, 0), "ready") != 0) {
+		respond_session_gone(r, id, PQntuples(res) ? PQgetvalue(res, 0, 0) : NULL);
+		PQclear(res);
+		return NULL;
 	}
-	if (strcmp(PQgetvalue(res, 0, 0), "ready") != 0) {
-		respond_session_gone(r, id, PQgetvalue(res, 0, 0));
+	return res;
+}
+
+int session_for_run(struct request *r, const char *id, struct run_spec *s)
+{
+	_cleanup_pgres_ PGresult *res = live_session(
+		r, id,
+		"base_image, image, coalesce(image_digest, ''), runtime, cpu, memory_mb, pids_limit,"
+		" timeout_sec, startup_timeout_sec, env::text");
+	if (!res)
 		return -1;
-	}
 	(void)strlcpy_ok(s->session_buf, id, sizeof(s->session_buf));
 	(void)strlcpy_ok(s->base_image_buf, PQgetvalue(res, 0, 1), sizeof(s->base_image_buf));
 	(void)strlcpy_ok(s->image, PQgetvalue(res, 0, 2), sizeof(s->image));
@@ -610,7 +592,6 @@ int session_for_run(struct request *r, const char *id, struct run_spec *s)
 	s->timeout_sec = atoi(PQgetvalue(res, 0, 8));
 	s->startup_timeout_sec = atoi(PQgetvalue(res, 0, 9));
 	s->session_env = json_tokener_parse(PQgetvalue(res, 0, 10));
-	touch(r, id);
 	return 0;
 }
 
@@ -620,25 +601,12 @@ int session_workspace(struct request *r, const char *id, bool idle_only, int *ws
 	char path[700];
 
 	*ws_fd = *root_fd = -1;
-	if (!uuid_valid(id)) {
-		respond_session_gone(r, id, NULL);
+	_cleanup_pgres_ PGresult *res = live_session(
+		r, id,
+		"(SELECT id FROM runs WHERE session_id = $1::uuid AND phase IN ('starting', 'running')"
+		" LIMIT 1)");
+	if (!res)
 		return -1;
-	}
-	const char *p[] = { id, r->user.id };
-	_cleanup_pgres_ PGresult *res = db_exec(
-		r->db,
-		"SELECT CASE WHEN state = 'ready' AND expires_at <= now() THEN 'expired' ELSE state END,"
-		" (SELECT id FROM runs WHERE session_id = $1::uuid AND phase IN ('starting', 'running')"
-		"  LIMIT 1) FROM sessions WHERE id = $1::uuid AND user_id = $2",
-		2, p);
-	if (!res) {
-		respond_db_error(r);
-		return -1;
-	}
-	if (PQntuples(res) == 0 || strcmp(PQgetvalue(res, 0, 0), "ready") != 0) {
-		respond_session_gone(r, id, PQntuples(res) ? PQgetvalue(res, 0, 0) : NULL);
-		return -1;
-	}
 	if (idle_only && !PQgetisnull(res, 0, 1)) {
 		struct json_object *d = json_object_new_object();
 		json_object_object_add(d, "session_id", json_object_new_string(id));
@@ -662,7 +630,6 @@ int session_workspace(struct request *r, const char *id, bool idle_only, int *ws
 			      "the session's workspace is not reachable from this node");
 		return -1;
 	}
-	touch(r, id);
 	return 0;
 }
 

@@ -144,3 +144,14 @@ void rfc3339_utc(int64_t epoch_sec, char out[32])
 	gmtime_r(&t, &tm);
 	(void)strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
+
+int hex_digit(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

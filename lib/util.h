@@ -46,6 +46,8 @@ bool strlcpy_ok(char *dst, const char *src, size_t n);
 /* Duplicate or abort: allocation failure in these small helpers is not
  * something a request can recover from. */
 char *xstrdup(const char *s);
+/* The value of a hexadecimal digit, or -1. */
+int hex_digit(int c);
 void *xcalloc(size_t n, size_t sz);
 
 /* Trim ASCII whitespace in place; returns s. */

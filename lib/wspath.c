@@ -1,5 +1,6 @@
 /* wspath.c: see wspath.h. */
 #include "wspath.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -108,16 +109,6 @@ int wspath_entry(const char *name, int max_depth, char *out, size_t outlen, bool
 	return wspath_check(out, max_depth, why);
 }
 
-static int hex(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 int wspath_from_url(const char *raw, int max_depth, char *out, size_t outlen,
 		    const char **why)
@@ -127,7 +118,7 @@ int wspath_from_url(const char *raw, int max_depth, char *out, size_t outlen,
 	for (const char *c = raw; *c; c++) {
 		int ch = (unsigned char)*c;
 		if (ch == '%') {
-			int h = hex(c[1]), l = h < 0 ? -1 : hex(c[2]);
+			int h = hex_digit(c[1]), l = h < 0 ? -1 : hex_digit(c[2]);
 			if (l < 0) {
 				*why = "malformed percent-encoding";
 				return -1;
@@ -149,7 +140,7 @@ int wspath_from_url(const char *raw, int max_depth, char *out, size_t outlen,
 	/* %252e%252e → %2e%2e after one decoding: a second layer aimed at
 	 * a decoder further down. */
 	for (const char *c = out; (c = strchr(c, '%')); c++) {
-		int h = hex(c[1]), l = h < 0 ? -1 : hex(c[2]);
+		int h = hex_digit(c[1]), l = h < 0 ? -1 : hex_digit(c[2]);
 		if (l >= 0) {
 			int ch = h * 16 + l;
 			if (ch == '.' || ch == '/' || ch == '\\' || ch == '%' || ch == 0) {

@@ -45,6 +45,14 @@
 static void maybe_finish(struct run *r);
 static void record_end(struct run *r);
 
+struct run *run_local(const char *id)
+{
+	for (struct run *r = sup->runs; r; r = r->next)
+		if (strncmp(r->id, id, 36) == 0)
+			return r;
+	return NULL;
+}
+
 struct json_object *run_fields(const struct run *r)
 {
 	struct json_object *v = NULL;

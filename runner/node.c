@@ -129,6 +129,7 @@ void images_docker_import(struct supervisor *s)
 
 	if (!r)
 		return;
+	docker_images_forget();
 	for (int i = 0; i < PQntuples(r); i++) {
 		char tarball[600], id[100];
 		(void)snprintf(tarball, sizeof(tarball), "%s/%s.tar", cfg_str(CFG_IMAGES_DIR),

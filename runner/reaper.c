@@ -95,10 +95,7 @@ static void orphans(struct supervisor *s, const char *sub, const char *sql)
 		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISDIR(st.st_mode) || fstat(dirfd(d), &top) < 0 || st.st_dev != top.st_dev)
 			continue; /* a live mount is sessions.c's to free */
-		bool busy = false;
-		for (struct run *r = sup->runs; r; r = r->next)
-			busy |= strcmp(r->id, de->d_name) == 0;
-		if (busy)
+		if (run_local(de->d_name))
 			continue;
 		const char *p[] = { de->d_name, s->node_id };
 		PGresult *res = db_exec(&s->db, sql, 2, p);

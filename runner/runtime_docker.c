@@ -544,6 +544,38 @@ static int drive(struct run *r, int in, int out, int err, int status)
 	return exit_code & 0xff;
 }
 
+/* Image ids known to be in dockerd, so a run costs no lookup; emptied by
+ * every probe (which re-imports what dockerd lost). */
+static struct {
+	char name[65], digest[80], id[80];
+} known_images[16];
+
+void docker_images_forget(void)
+{
+	memset(known_images, 0, sizeof(known_images));
+}
+
+static bool image_known(const char *name, const char *digest, char *id, size_t idlen)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(known_images); i++)
+		if (strcmp(known_images[i].name, name) == 0 &&
+		    strcmp(known_images[i].digest, digest) == 0)
+			return strlcpy_ok(id, known_images[i].id, idlen);
+	return false;
+}
+
+static void image_remember(const char *name, const char *digest, const char *id)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(known_images); i++) {
+		if (known_images[i].name[0] && strcmp(known_images[i].name, name) != 0)
+			continue;
+		(void)strlcpy_ok(known_images[i].name, name, sizeof(known_images[i].name));
+		(void)strlcpy_ok(known_images[i].digest, digest, sizeof(known_images[i].digest));
+		(void)strlcpy_ok(known_images[i].id, id, sizeof(known_images[i].id));
+		return;
+	}
+}
+
 /* Before the driver starts: the status file sandbox-init writes (the
  * run's uid owns it), and the image's id in dockerd. */
 int docker_prepare(struct run *r, char *err, size_t errlen)
@@ -561,11 +593,15 @@ int docker_prepare(struct run *r, char *err, size_t errlen)
 	}
 	close(fd);
 	json_object_object_get_ex(r->row, "image_digest", &dg);
+	const char *digest = dg ? json_object_get_string(dg) : "";
 	(void)snprintf(tarball, sizeof(tarball), "%s/%s.tar", cfg_str(CFG_IMAGES_DIR), r->image);
-	if (docker_image(r->image, dg ? json_object_get_string(dg) : "", tarball, r->docker_image,
-			 sizeof(r->docker_image)) < 0) {
-		(void)snprintf(err, errlen, "image %s is not available in dockerd", r->image);
-		return -1;
+	if (!image_known(r->image, digest, r->docker_image, sizeof(r->docker_image))) {
+		if (docker_image(r->image, digest, tarball, r->docker_image,
+				 sizeof(r->docker_image)) < 0) {
+			(void)snprintf(err, errlen, "image %s is not available in dockerd", r->image);
+			return -1;
+		}
+		image_remember(r->image, digest, r->docker_image);
 	}
 	json_object_object_add(r->row, "__docker_image", json_object_new_string(r->docker_image));
 	return 0;
@@ -632,10 +668,7 @@ void docker_reconcile(struct supervisor *s)
 		const char *name = json_object_get_string(n0);
 		if (*name == '/')
 			name++;
-		bool live = false;
-		for (struct run *r = sup->runs; r; r = r->next)
-			live |= strcmp(r->cid, name) == 0;
-		if (live || strncmp(name, "sbx-", 4) != 0)
+		if (strncmp(name, "sbx-", 4) != 0 || strlen(name) != 40 || run_local(name + 4))
 			continue;
 		(void)snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", name);
 		code = request("DELETE", path, NULL, NULL, 30000, NULL);

@@ -279,10 +279,7 @@ pid_t oci_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int err_
 /* A container (cid) of a run this supervisor is running now. */
 static bool is_live(const char *cid)
 {
-	for (struct run *r = sup->runs; r; r = r->next)
-		if (strcmp(r->cid, cid) == 0)
-			return true;
-	return false;
+	return strncmp(cid, "sbx-", 4) == 0 && strlen(cid) == 40 && run_local(cid + 4);
 }
 
 /* Sandbox cgroups are shared by every supervisor of the host (another

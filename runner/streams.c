@@ -156,12 +156,11 @@ static bool is_end(const char *line)
 	return strstr(line, "\"type\":\"event\",\"event\":\"end\"") != NULL;
 }
 
+/* A run of this supervisor still producing frames. */
 static struct run *local_run(const char *id)
 {
-	for (struct run *r = sup->runs; r; r = r->next)
-		if (strcmp(r->id, id) == 0 && !r->ended)
-			return r;
-	return NULL;
+	struct run *r = run_local(id);
+	return r && !r->ended ? r : NULL;
 }
 
 /* The last seq recorded for a run: the live counter, or the file's tail. */

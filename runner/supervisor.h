@@ -147,6 +147,9 @@ void queue_recover(struct supervisor *s);
 void queue_poll(struct supervisor *s); /* notifications read by other queries */
 
 /* lifecycle.c: the run state machine. */
+/* The run `id` (its first 36 characters) if this supervisor holds it,
+ * whatever its state; NULL otherwise. */
+struct run *run_local(const char *id);
 /* Log fields of every line about a run: run_id, user_id, the request_id
  * of the POST that created it, session_id. */
 struct json_object *run_fields(const struct run *r);
@@ -183,6 +186,7 @@ int docker_version(char *out, size_t outlen, char *err, size_t errlen);
 int docker_image(const char *name, const char *digest, const char *tarball, char *id_out,
 		 size_t idlen);
 int docker_prepare(struct run *r, char *err, size_t errlen);
+void docker_images_forget(void);
 pid_t docker_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int err_fd,
 		   int status_fd);
 void docker_reconcile(struct supervisor *s);

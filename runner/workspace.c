@@ -214,10 +214,7 @@ void workspace_cleanup_leftovers(void)
 			continue;
 		if (strncmp(mnt, prefix, strlen(prefix)) != 0)
 			continue;
-		bool live = false;
-		for (struct run *r = sup->runs; r; r = r->next)
-			live |= strncmp(mnt + strlen(prefix), r->id, 36) == 0;
-		if (live)
+		if (strlen(mnt + strlen(prefix)) >= 36 && run_local(mnt + strlen(prefix)))
 			continue;
 		if (umount2(mnt, MNT_DETACH) == 0)
 			log_msg(LOG_LVL_INFO, log_fields("mount", mnt, NULL),

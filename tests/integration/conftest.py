@@ -255,6 +255,22 @@ def new_session(client, headers=None, **fields):
     return r.json()
 
 
+def submit_in(client, sid, cmd, **fields):
+    """POST a run in session sid."""
+    spec = {"spec_version": "1.0", "session_id": sid, "command": cmd}
+    spec.update(fields)
+    return client.post("/runs", data=json.dumps(spec),
+                       headers={"Content-Type": "application/json"})
+
+
+def run_in(client, sid, cmd, **fields):
+    """A run in session sid, to its end: (final run, frames)."""
+    r = submit_in(client, sid, cmd, **fields)
+    assert r.status_code == 202, r.text
+    final = wait_run(client, r.json()["run_id"])
+    return final, frames(client, final["id"])
+
+
 def session_dir(session_id):
     return os.path.join(STACK, "data", "sessions", session_id)
 

@@ -3,16 +3,7 @@ file, delete; paths confined, symlinks listed and never followed."""
 import json
 import os
 
-from conftest import BASE_URL, Client, assert_envelope, output, wait_run
-
-
-def run_in(client, sid, cmd):
-    r = client.post("/runs", data=json.dumps({"spec_version": "1.0", "session_id": sid,
-                                              "command": cmd}),
-                    headers={"Content-Type": "application/json"})
-    assert r.status_code == 202, r.text
-    final = wait_run(client, r.json()["run_id"])
-    return final, client.get(f"/runs/{final['id']}/logs").json()
+from conftest import run_in, BASE_URL, Client, assert_envelope, output, wait_run
 
 
 def test_put_list_get_delete(admin, session):

@@ -5,27 +5,12 @@ import os
 import threading
 import time
 
-from conftest import (BASE_URL, RUNTIME, Client, assert_envelope, new_session, output, psql,
+from conftest import (BASE_URL, RUNTIME, Client, run_in, submit_in, assert_envelope, new_session, output, psql,
                       session_dir, submit, wait_for, wait_phase, wait_run)
 
 
 def is_mounted(path):
     return any(line.split()[4] == path for line in open("/proc/self/mountinfo"))
-
-
-def submit_in(client, sid, cmd, **fields):
-    spec = {"spec_version": "1.0", "session_id": sid, "command": cmd}
-    spec.update(fields)
-    return client.post("/runs", data=json.dumps(spec),
-                       headers={"Content-Type": "application/json"})
-
-
-def run_in(client, sid, cmd, **fields):
-    r = submit_in(client, sid, cmd, **fields)
-    assert r.status_code == 202, r.text
-    final = wait_run(client, r.json()["run_id"])
-    fr = client.get(f"/runs/{final['id']}/logs").json()
-    return final, fr
 
 
 def test_create_get_list_delete(admin):

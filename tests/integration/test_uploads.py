@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from conftest import (BASE_URL, STACK, Client, assert_envelope, new_session, output,
+from conftest import (run_in, BASE_URL, STACK, Client, assert_envelope, new_session, output,
                       session_dir, wait_run)
 
 CT = {"tar": "application/x-tar", "gz": "application/gzip", "bz2": "application/x-bzip2",
@@ -52,15 +52,6 @@ def listing(client, sid):
     r = client.get(f"/sessions/{sid}/files")
     assert r.status_code == 200, r.text
     return [(i["path"], i["type"], i["size"]) for i in r.json()["items"]]
-
-
-def run_in(client, sid, cmd):
-    r = client.post("/runs", data=json.dumps({"spec_version": "1.0", "session_id": sid,
-                                              "command": cmd}),
-                    headers={"Content-Type": "application/json"})
-    assert r.status_code == 202, r.text
-    final = wait_run(client, r.json()["run_id"])
-    return final, client.get(f"/runs/{final['id']}/logs").json()
 
 
 def staging_empty(sid):
