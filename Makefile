@@ -113,7 +113,7 @@ $(BUILD)/fuzz/fuzz_query: tests/fuzz/fuzz_query.c fcgi/request.c $(LIB_SRC)
 $(BUILD)/fuzz/fuzz_ws: tests/fuzz/fuzz_ws.c runner/ws.c lib/util.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)
-$(BUILD)/fuzz/fuzz_upload: tests/fuzz/fuzz_upload.c fcgi/multipart.c lib/wspath.c
+$(BUILD)/fuzz/fuzz_upload: tests/fuzz/fuzz_upload.c fcgi/multipart.c lib/wspath.c lib/util.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^
 fuzz: $(BUILD)/fuzz/fuzz_frames $(BUILD)/fuzz/fuzz_query $(BUILD)/fuzz/fuzz_ws $(BUILD)/fuzz/fuzz_upload
