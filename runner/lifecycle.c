@@ -491,6 +491,14 @@ static void maybe_finish(struct run *r)
 {
 	if (r->state >= RS_EXITED || r->helper > 0)
 		return;
+	/* runsc's status FIFO: once the sandbox is gone (or was never made)
+	 * nothing can write to it any more; whatever init wrote is read now,
+	 * and the channel ends even if init never opened it. */
+	if (r->status_fifo && !r->status_eof && r->status_w.fd >= 0 &&
+	    (r->init_exited || r->init_pid <= 0)) {
+		on_status(&r->status_w, 0); /* at the end it calls us again */
+		return;
+	}
 	if (!r->out.eof || !r->err.eof || !r->status_eof)
 		return;
 	/* A created container must have exited; one never created has no
@@ -662,10 +670,17 @@ void run_begin(struct json_object *row)
 	 * root maps to its first uid) and a random uid inside it, so two
 	 * runs never share a host uid. */
 	r->host_base = (uid_t)(0x10000000u + (sup->slot++ % 4096u) * 65536u);
-	if (r->docker)
-		r->host_base = 0; /* no user namespace: the run's uid is a host uid */
 	random_bytes(&rnd, sizeof(rnd));
 	r->uid = (uid_t)(1000 + rnd % 59000);
+	if (r->docker) {
+		r->host_base = 0; /* no user namespace: the run's uid is a host uid */
+	} else if (oci_is_runsc()) {
+		/* gVisor: no user namespace either (its gofer could not reach
+		 * the workspace through root's directories); the run's uid is
+		 * taken from the same private host range instead. */
+		r->uid += r->host_base;
+		r->host_base = 0;
+	}
 	r->log_fd = -1;
 	r->stdin_fd = -1;
 	r->stdin_w.fd = -1;
@@ -705,7 +720,9 @@ void run_begin(struct json_object *row)
 	if (workspace_create(r, err, sizeof(err)) < 0 ||
 	    (r->docker ? docker_prepare(r, err, sizeof(err)) : oci_write_bundle(r, err, sizeof(err))) < 0)
 		goto fail;
-	if (open_pipe(po) < 0 || open_pipe(pe) < 0 || open_pipe(ps) < 0) {
+	r->status_fifo = !r->docker && oci_is_runsc();
+	if (open_pipe(po) < 0 || open_pipe(pe) < 0 ||
+	    (r->status_fifo ? (ps[0] = oci_status_fifo(r)) : open_pipe(ps)) < 0) {
 		(void)snprintf(err, sizeof(err), "pipes: %s", strerror(errno));
 		goto fail;
 	}
@@ -717,7 +734,8 @@ void run_begin(struct json_object *row)
 		close(stdin_rd);
 	close(po[1]);
 	close(pe[1]);
-	close(ps[1]);
+	if (ps[1] >= 0)
+		close(ps[1]);
 	if (r->helper < 0) {
 		close(po[0]);
 		close(pe[0]);

@@ -177,12 +177,6 @@ static struct json_object *probe_oci(void)
 		return result(false, NULL, notes);
 	}
 	(void)sscanf(out, "%127[^\n]", version);
-	if (oci_is_runsc())
-		/* Debian's runsc (2022) cannot pass the status channel
-		 * (--preserve-fds) that sandbox-init reports through. */
-		return result(false, version,
-			      "runsc is not supported by this release: it cannot pass "
-			      "sandbox-init's status channel (no --preserve-fds); use crun or runc");
 	if (access(init, R_OK | X_OK) != 0) {
 		(void)snprintf(notes, sizeof(notes), "sandbox-init missing at %s",
 			       init);

@@ -180,38 +180,15 @@ static struct json_object *create_body(struct run *r, const char *image_ref,
 {
 	struct json_object *c = json_object_new_object(), *hc = json_object_new_object();
 	struct json_object *entry = json_object_new_array(), *cmd = json_object_new_array();
-	struct json_object *env = json_object_new_array(), *labels = json_object_new_object();
+	struct json_object *env = sandbox_env(r), *labels = json_object_new_object();
 	struct json_object *tmpfs = json_object_new_object(), *binds = json_object_new_array();
 	struct json_object *ulimits = json_object_new_array(), *secopt = json_object_new_array();
-	struct json_object *capdrop = json_object_new_array(), *rowcmd = NULL, *envo = NULL;
-	char num[8][32], user[48], tmpopt[128], bind[1200];
+	struct json_object *capdrop = json_object_new_array();
+	char user[48], tmpopt[128], bind[1200];
 
-	(void)snprintf(num[0], sizeof(num[0]), "%u", (unsigned)r->uid);
-	(void)snprintf(num[1], sizeof(num[1]), "%d", r->nofile);
-	(void)snprintf(num[2], sizeof(num[2]), "%d", r->nproc);
-	(void)snprintf(num[3], sizeof(num[3]), "%d", r->timeout_sec + 2);
 	(void)snprintf(user, sizeof(user), "%u:%u", (unsigned)r->uid, (unsigned)r->uid);
 	json_object_array_add(entry, jstr("/.sandbox-init"));
-	const char *args[] = { "-u", num[0], "-g", num[0], "-n", num[1], "-p", num[2], "-t", num[3],
-			       "-w", "/workspace", "-S", "/.sandbox-status", "--", NULL };
-	for (const char *const *a = args; *a; a++)
-		json_object_array_add(cmd, jstr(*a));
-	json_object_object_get_ex(r->row, "command", &rowcmd);
-	for (size_t i = 0; rowcmd && i < json_object_array_length(rowcmd); i++)
-		json_object_array_add(cmd, json_object_get(json_object_array_get_idx(rowcmd, i)));
-	json_object_array_add(env, jstr("PATH=/usr/local/bin:/usr/bin:/bin"));
-	json_object_array_add(env, jstr("HOME=/workspace"));
-	json_object_array_add(env, jstr("TMPDIR=/tmp"));
-	json_object_array_add(env, jstr("LANG=C.UTF-8"));
-	json_object_object_get_ex(r->row, "env", &envo);
-	if (envo && json_object_is_type(envo, json_type_object)) {
-		json_object_object_foreach(envo, k, v)
-		{
-			char kv[70000];
-			(void)snprintf(kv, sizeof(kv), "%s=%s", k, json_object_get_string(v));
-			json_object_array_add(env, jstr(kv));
-		}
-	}
+	sandbox_init_args(cmd, r, true);
 	json_object_object_add(labels, "sandbox.managed", jstr("true"));
 	json_object_object_add(labels, "sandbox.run_id", jstr(r->id));
 	json_object_object_add(labels, "sandbox.session_id", jstr(r->session_id));

@@ -2,7 +2,14 @@
  * (config.json) with every security default of the PRD and drives the OCI
  * runtime binary (SANDBOX_OCI_RUNTIME: crun, runc or runsc) with
  * `run --detach` and `delete`, each a child process of the supervisor so
- * the event loop never blocks on it. */
+ * the event loop never blocks on it.
+ *
+ * runsc (gVisor) differs in one way that matters: it cannot pass an extra
+ * file descriptor into the sandbox (no --preserve-fds), so sandbox-init's
+ * status channel is a FIFO in the bundle directory (root's, mode 0600),
+ * bind-mounted at /.sandbox-status and opened by init as the sandbox's
+ * root before it drops to the run's uid (runsc --host-fifo=open). The
+ * supervisor holds the read end exactly as it holds the pipe for crun. */
 #include "supervisor.h"
 #include "../lib/config.h"
 #include "../lib/log.h"
@@ -50,12 +57,11 @@ static struct json_object *id_map(uid_t host)
 
 static struct json_object *build_config(struct run *r)
 {
-	char num[6][24], rootfs[600], ws[600], tmpsz[64];
+	char rootfs[600], ws[600], tmpsz[64];
 	struct json_object *c = json_object_new_object();
 	struct json_object *proc = json_object_new_object();
 	struct json_object *user = json_object_new_object();
 	struct json_object *args = json_object_new_array();
-	struct json_object *env = json_object_new_array();
 	struct json_object *caps = json_object_new_object();
 	struct json_object *root = json_object_new_object();
 	struct json_object *mounts = json_object_new_array();
@@ -78,39 +84,10 @@ static struct json_object *build_config(struct run *r)
 	json_object_object_add(user, "additionalGids", json_object_new_array());
 	json_object_object_add(proc, "user", user);
 
-	(void)snprintf(num[0], sizeof(num[0]), "%u", (unsigned)r->uid);
-	(void)snprintf(num[1], sizeof(num[1]), "%d", r->nofile);
-	(void)snprintf(num[2], sizeof(num[2]), "%d", r->nproc);
-	/* RLIMIT_CPU: the execution timeout plus 2 s of grace (PRD §12),
-	 * a last line behind the supervisor's own timer. */
-	(void)snprintf(num[3], sizeof(num[3]), "%d", r->timeout_sec + 2);
-	const char *initargs[] = { "/.sandbox-init", "-u", num[0], "-g", num[0],
-				   "-n", num[1], "-p", num[2], "-t", num[3],
-				   "-w", "/workspace", "--", NULL };
-	for (const char *const *a = initargs; *a; a++)
-		json_object_array_add(args, jstr(*a));
-	struct json_object *cmd = NULL, *envo = NULL;
-	json_object_object_get_ex(r->row, "command", &cmd);
-	for (size_t i = 0; i < json_object_array_length(cmd); i++)
-		json_object_array_add(args, json_object_get(json_object_array_get_idx(cmd, i)));
+	json_object_array_add(args, jstr("/.sandbox-init"));
+	sandbox_init_args(args, r, oci_is_runsc());
 	json_object_object_add(proc, "args", args);
-
-	json_object_array_add(env, jstr("PATH=/usr/local/bin:/usr/bin:/bin"));
-	json_object_array_add(env, jstr("HOME=/workspace"));
-	json_object_array_add(env, jstr("TMPDIR=/tmp"));
-	json_object_array_add(env, jstr("LANG=C.UTF-8"));
-	json_object_object_get_ex(r->row, "env", &envo);
-	if (envo && json_object_is_type(envo, json_type_object)) {
-		json_object_object_foreach(envo, k, v)
-		{
-			size_t n = strlen(k) + strlen(json_object_get_string(v)) + 2;
-			char *kv = xcalloc(1, n);
-			(void)snprintf(kv, n, "%s=%s", k, json_object_get_string(v));
-			json_object_array_add(env, jstr(kv));
-			free(kv);
-		}
-	}
-	json_object_object_add(proc, "env", env);
+	json_object_object_add(proc, "env", sandbox_env(r));
 	json_object_object_add(proc, "cwd", jstr("/"));
 	json_object_object_add(caps, "bounding", strs(initcaps));
 	json_object_object_add(caps, "effective", strs(initcaps));
@@ -149,14 +126,27 @@ static struct json_object *build_config(struct run *r)
 	add_mount(mounts, "/tmp", "tmpfs", "tmpfs", tmpopts);
 	add_mount(mounts, "/workspace", "bind", ws, wsopts);
 	add_mount(mounts, "/.sandbox-init", "bind", cfg_str(CFG_INIT_PATH), initopts);
+	if (oci_is_runsc()) {
+		char fifo[700];
+		const char *const fifoopts[] = { "bind", "rw", "nosuid", "nodev", "noexec", NULL };
+		(void)snprintf(fifo, sizeof(fifo), "%s/status", r->dir);
+		add_mount(mounts, "/.sandbox-status", "bind", fifo, fifoopts);
+	}
 	json_object_object_add(c, "mounts", mounts);
 
-	/* The sandbox's uid 0 is an unprivileged host uid of its own range. */
-	json_object_object_add(lx, "uidMappings", id_map(r->host_base));
-	json_object_object_add(lx, "gidMappings", id_map(r->host_base));
+	/* The sandbox's uid 0 is an unprivileged host uid of its own range.
+	 * runsc: gVisor's own kernel is the boundary; its sandbox runs as
+	 * nobody in a user namespace of its own, and the run's uid is a
+	 * private host uid (lifecycle.c), so no mapping is asked for. */
 	static const char *const nstypes[] = { "pid", "network", "ipc", "uts",
-					       "mount", "user", "cgroup", NULL };
+					       "mount", "cgroup", "user", NULL };
+	if (!oci_is_runsc()) {
+		json_object_object_add(lx, "uidMappings", id_map(r->host_base));
+		json_object_object_add(lx, "gidMappings", id_map(r->host_base));
+	}
 	for (const char *const *t = nstypes; *t; t++) {
+		if (strcmp(*t, "user") == 0 && oci_is_runsc())
+			continue;
 		struct json_object *n = json_object_new_object();
 		json_object_object_add(n, "type", jstr(*t));
 		json_object_array_add(ns, n);
@@ -199,6 +189,12 @@ int oci_write_bundle(struct run *r, char *err, size_t errlen)
 	const char *s = json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN);
 	int fd, rc = 0;
 
+	(void)snprintf(path, sizeof(path), "%s/status", r->dir);
+	if (oci_is_runsc() && mkfifo(path, 0600) < 0 && errno != EEXIST) {
+		(void)snprintf(err, errlen, "mkfifo %s: %s", path, strerror(errno));
+		json_object_put(c);
+		return -1;
+	}
 	(void)snprintf(path, sizeof(path), "%s/config.json", r->dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0 || write(fd, s, strlen(s)) != (ssize_t)strlen(s)) {
@@ -214,6 +210,31 @@ int oci_write_bundle(struct run *r, char *err, size_t errlen)
 bool oci_is_runsc(void)
 {
 	return strstr(cfg_str(CFG_OCI_RUNTIME), "runsc") != NULL;
+}
+
+/* The read end of runsc's status FIFO (see the top of this file). Opened
+ * before the sandbox starts, non-blocking: no writer yet is not an error.
+ * A FIFO never opened by a writer reports no hang-up, so the supervisor
+ * also ends the channel itself when the sandbox is gone. */
+int oci_status_fifo(struct run *r)
+{
+	char path[700];
+
+	(void)snprintf(path, sizeof(path), "%s/status", r->dir);
+	return open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+}
+
+/* The first, gentle signal of a cancel: crun and runc sandboxes get it
+ * through their init's host pid; runsc's host process is the sentry, which
+ * would just die, so the TERM goes through `runsc kill` to the sandbox's
+ * own init (a child nobody waits for: its exit lands with the orphans). */
+void oci_term(struct run *r)
+{
+	if (!oci_is_runsc()) {
+		(void)kill(r->init_pid, SIGTERM);
+		return;
+	}
+	(void)oci_spawn(r, "kill", -1, -1, -1, -1);
 }
 
 /* Run `RUNTIME --root STATE --log FILE VERB ... CID` as a child. For
@@ -235,9 +256,15 @@ pid_t oci_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int err_
 	argv[n++] = "--root";
 	argv[n++] = sup->state_root;
 	argv[n++] = logarg;
-	/* gVisor builds its own network stack; none at all is what we want. */
-	if (oci_is_runsc())
+	if (oci_is_runsc()) {
+		/* gVisor builds its own network stack; none at all is what we
+		 * want. Our seccomp profile is applied inside the sandbox too
+		 * (defence in depth below gVisor's own), and host FIFOs may be
+		 * opened: the status channel is one. */
 		argv[n++] = "--network=none";
+		argv[n++] = "--oci-seccomp";
+		argv[n++] = "--host-fifo=open";
+	}
 	argv[n++] = verb;
 	if (strcmp(verb, "run") == 0) {
 		/* create + start in one process (--detach: it returns once the
@@ -245,14 +272,18 @@ pid_t oci_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int err_
 		argv[n++] = "--detach";
 		argv[n++] = "--bundle";
 		argv[n++] = r->dir;
-		argv[n++] = "--preserve-fds";
-		argv[n++] = "1";
+		if (!oci_is_runsc()) {
+			argv[n++] = "--preserve-fds";
+			argv[n++] = "1";
+		}
 		argv[n++] = "--pid-file";
 		argv[n++] = pidfile;
 	} else if (strcmp(verb, "delete") == 0) {
 		argv[n++] = "--force";
 	}
 	argv[n++] = r->cid;
+	if (strcmp(verb, "kill") == 0)
+		argv[n++] = "TERM";
 	argv[n] = NULL;
 
 	pid = fork();
@@ -344,7 +375,7 @@ void oci_cleanup_leftovers(struct supervisor *s)
 {
 	char out[65536];
 	const char *rt = cfg_str(CFG_OCI_RUNTIME);
-	char *argv[] = { (char *)rt, "--root", s->state_root, "list", "-q", NULL };
+	char *argv[] = { (char *)rt, "--root", s->state_root, "list", "--quiet", NULL };
 
 	if (run_capture(argv, 10000, out, sizeof(out)) != 0) {
 		cleanup_cgroups();

@@ -51,7 +51,7 @@ void run_cancel(const char *run_id)
 			 * killed as soon as it reports), rather than leave a
 			 * half-made container behind. */
 		} else if (r->init_pid > 0 && r->state == RS_RUNNING) {
-			(void)kill(r->init_pid, SIGTERM);
+			oci_term(r);
 			r->kill_deadline = now_mono_ms() + cfg_int(CFG_CANCEL_GRACE_SECONDS) * 1000;
 			if (cfg_int(CFG_CANCEL_GRACE_SECONDS) == 0)
 				kill_now(r);

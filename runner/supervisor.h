@@ -75,6 +75,7 @@ struct run {
 	char verdict[2048];
 	size_t verdict_len;
 	bool status_eof;
+	bool status_fifo; /* runsc: the status channel is a FIFO, not a pipe */
 
 	struct watch timer_w;
 	int64_t startup_deadline, exec_deadline, kill_deadline; /* mono ms */
@@ -174,12 +175,19 @@ void frames_output(struct run *r, struct output *o, const unsigned char *buf,
 void frames_append_end(const char *run_id, const char *phase, const char *reason,
 		       const char *message);
 
+/* sandbox_args.c: sandbox-init's arguments + the command, and the
+ * environment, for every runtime. */
+void sandbox_init_args(struct json_object *a, const struct run *r, bool status_file);
+struct json_object *sandbox_env(const struct run *r);
+
 /* runtime_oci.c: bundles and crun invocations. */
 int oci_write_bundle(struct run *r, char *err, size_t errlen);
 pid_t oci_spawn(struct run *r, const char *verb, int in_fd, int out_fd, int err_fd,
 		int status_fd);
 void oci_cleanup_leftovers(struct supervisor *s);
 bool oci_is_runsc(void);
+int oci_status_fifo(struct run *r);
+void oci_term(struct run *r);
 
 /* runtime_docker.c: the docker runtime (Engine API over its socket). */
 int docker_version(char *out, size_t outlen, char *err, size_t errlen);

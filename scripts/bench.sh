@@ -9,8 +9,10 @@ for v in $(env | grep -o '^SANDBOX_[A-Z0-9_]*' || true); do unset "$v"; done
 sh scripts/deps.sh
 make -s -j2 all
 STACK=$(mktemp -d /tmp/sandbox-bench.XXXXXX)
-trap 'STACK_QUIET=1 bash scripts/stack.sh down "$STACK"; rm -rf "$STACK"' EXIT
-PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+GV=$(mktemp -d /tmp/sandbox-bench-runsc.XXXXXX)
+trap 'STACK_QUIET=1 bash scripts/stack.sh down "$STACK"; STACK_QUIET=1 bash scripts/stack.sh down "$GV"; rm -rf "$STACK" "$GV"' EXIT
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PORT=$(free_port)
 export STACK_EXTRA_CONF="SANDBOX_USER_MAX_CONCURRENT_RUNS = 8
 SANDBOX_QUEUE_MAX_LENGTH = 1000
 SANDBOX_LOG_LEVEL = warn
@@ -21,3 +23,9 @@ STACK_DOCKER=1 STACK_QUIET=1 bash scripts/stack.sh up "$STACK" "$PORT"
 TEST_STACK_DIR="$STACK" /usr/bin/python3 tests/bench/bench_runs.py
 TEST_STACK_DIR="$STACK" /usr/bin/python3 tests/bench/bench_streams.py
 (cd tests/bench && TEST_STACK_DIR="$STACK" /usr/bin/python3 bench_docker.py)
+# The `oci` runtime on gVisor: the same latency cases on a stack of its
+# own, beside bare `runsc run` (no saturation figure).
+STACK_DOCKER=0 STACK_QUIET=1 STACK_EXTRA_CONF="$STACK_EXTRA_CONF
+SANDBOX_OCI_RUNTIME = runsc" bash scripts/stack.sh up "$GV" "$(free_port)"
+echo
+BENCH_OCI=runsc BENCH_N=${BENCH_RUNSC_N:-20} TEST_STACK_DIR="$GV" /usr/bin/python3 tests/bench/bench_runs.py

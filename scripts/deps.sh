@@ -6,12 +6,14 @@ set -eu
 PKGS="build-essential pkg-config ca-certificates openssl
 libfcgi-dev libpq-dev libjson-c-dev libarchive-dev libcurl4-openssl-dev
 libmagic-dev libssl-dev libseccomp-dev libwslay-dev clang libclang-rt-14-dev
-postgresql postgresql-client nginx-core crun runc mmdebstrap
+postgresql postgresql-client nginx-core crun runc runsc docker.io mmdebstrap
 python3 python3-pytest python3-requests python3-websockets python3-yaml
 systemd iproute2 procps psmisc curl
 prometheus chromium"
 # (prometheus: its promtool checks the /metrics output in the suite; its
-# service is never started. chromium: the panel's browser tests.)
+# service is never started. chromium: the panel's browser tests. docker.io:
+# the docker runtime, on a private dockerd the stack starts itself. runc and
+# runsc: the `oci` runtime's other two binaries, tested beside crun.)
 
 # Node.js for the browser tests (playwright-core): any node >= 18 will do,
 # Debian's or one already installed from elsewhere.

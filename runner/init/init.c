@@ -11,7 +11,9 @@
  *
  *   supervisor ──pipes──> crun ──> sandbox-init (PID 1, uid 0 in userns)
  *        ^   stdout/stderr of the run go straight to the supervisor
- *        └── fd 3: the status channel (one line on start, the verdict at end)
+ *        └── fd 3: the status channel (one line on start, the verdict at end;
+ *                  with -S a file or FIFO the runtime mounted instead:
+ *                  docker and runsc cannot pass fd 3)
  *                           └──fork──> the run's command (uid/gid -u/-g)
  *
  * Keeper and inside (isolate's box_keeper/box_inside): the child sets its
@@ -198,8 +200,12 @@ int main(int argc, char **argv)
 		return 126;
 	}
 	if (status_path) {
-		/* A file the runtime mounted for us (no fd 3 across it). */
-		status_fd = open(status_path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+		/* A file (docker) or a FIFO (runsc) the runtime mounted for
+		 * us: no fd 3 across them. Non-blocking, so a FIFO nobody
+		 * reads any more (the supervisor is gone) cannot hang init;
+		 * each report is one write smaller than PIPE_BUF. */
+		status_fd = open(status_path,
+				 O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	} else if (fcntl(STATUS_FD, F_GETFD) >= 0) {
 		status_fd = STATUS_FD;
 		(void)fcntl(status_fd, F_SETFD, FD_CLOEXEC);

@@ -28,6 +28,13 @@ report["CapBnd"] = status_field("CapBnd")
 report["CapAmb"] = status_field("CapAmb")
 report["NoNewPrivs"] = status_field("NoNewPrivs")
 report["Seccomp"] = status_field("Seccomp")
+# The same facts from the kernel's own answers (prctl), for kernels whose
+# /proc/self/status leaves some lines out (gVisor has no NoNewPrivs or
+# CapAmb line).
+report["nnp_prctl"] = libc.prctl(39, 0, 0, 0, 0)          # PR_GET_NO_NEW_PRIVS
+report["seccomp_prctl"] = libc.prctl(21, 0, 0, 0, 0)      # PR_GET_SECCOMP
+report["ambient_caps"] = [c for c in range(41)            # PR_CAP_AMBIENT_IS_SET
+                          if libc.prctl(47, 1, c, 0, 0) == 1]
 
 
 def try_write(path):
@@ -65,6 +72,8 @@ report["interfaces"] = sorted(l.split(":")[0].strip() for l in open("/proc/net/d
 report["pids_visible"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 report["hostname"] = socket.gethostname()
 report["mounts"] = [l.split()[1] for l in open("/proc/self/mounts")]
+report["root_options"] = [l.split()[3].split(",") for l in open("/proc/self/mounts")
+                          if l.split()[1] == "/"][-1]
 st = os.stat("/.sandbox-init")
 report["init_writable"] = try_write("/.sandbox-init")
 report["ws_mode"] = oct(stat.S_IMODE(os.stat("/workspace").st_mode))
