@@ -58,6 +58,15 @@ for spec in $IMAGES; do
 	digest="sha256:$(sha256sum "$DIR/$name.tar.tmp" | cut -d' ' -f1)"
 	mkdir -p "$tmp/rootfs"
 	tar -C "$tmp/rootfs" --numeric-owner -xpf "$DIR/$name.tar.tmp"
+	# Image root filesystems are shared, read-only, by every sandbox of
+	# the node. A FIFO or socket in one would be a channel between two
+	# sandboxes (runsc opens host FIFOs: --host-fifo=open), so an image
+	# holding any is refused.
+	special=$(find "$tmp/rootfs" -xdev \( -type p -o -type s \) | head -5)
+	if [ -n "$special" ]; then
+		echo "images: $name holds FIFOs or sockets, refused: $special" >&2
+		exit 1
+	fi
 	echo "$digest" > "$tmp/digest"
 	echo "$pkgs" > "$tmp/packages"
 	echo "$recipe" > "$tmp/recipe"

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from conftest import STACK, assert_envelope, output, psql, py, run, submit, wait_for, wait_phase, wait_run
+from conftest import (STACK, assert_envelope, frames, output, psql, py, run, submit, wait_for,
+                      wait_phase, wait_run)
 
 SOCK = os.path.join(STACK, "run", "docker.sock")
 pytestmark = pytest.mark.skipif(not os.path.exists(SOCK), reason="no dockerd in this stack")
@@ -76,13 +77,24 @@ def test_dockerd_restart_mid_run_fails_the_run_clearly(admin):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_")}
     env["STACK_DOCKER"] = "1"
     from conftest import ROOT, BASE_URL
-    wait_for(lambda: subprocess.run(["kill", "-0", str(pid)]).returncode != 0, timeout=30)
+    # dockerd may take a while to stop (its containers, containerd): a
+    # new one is started only once the old one is gone, or the old one's
+    # exit would remove the new one's socket.
+    assert wait_for(lambda: subprocess.run(["kill", "-0", str(pid)],
+                                           stderr=subprocess.DEVNULL).returncode != 0,
+                    timeout=120)
     port = BASE_URL.rsplit(":", 1)[1]
     subprocess.run(["bash", os.path.join(ROOT, "scripts", "stack.sh"), "up", STACK, port],
                    env=env, check=True, capture_output=True, timeout=180)
     def works():
-        f, fr = run(admin, runtime="docker", **py("print('back')"))
-        return f["phase"] == "completed" and output(fr) == b"back\n"
+        # 503 runtime_unavailable until the supervisor's next probe
+        # (every SANDBOX_RUNTIME_PROBE_SEC) has seen the new dockerd.
+        r = submit(admin, runtime="docker", **py("print('back')"))
+        if r.status_code != 202:
+            assert r.status_code == 503 and r.json()["error"]["code"] == "runtime_unavailable", r.text
+            return False
+        f = wait_run(admin, r.json()["run_id"])
+        return f["phase"] == "completed" and output(frames(admin, f["id"])) == b"back\n"
     assert wait_for(works, timeout=60, interval=2)
 
 
