@@ -103,7 +103,7 @@ check: deps
 # configuration values, WebSocket upgrades and client frames, multipart
 # bodies and workspace paths. `make fuzz FUZZ_SECONDS=300` for a longer run.
 FUZZ_SECONDS ?= 10
-FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
 $(BUILD)/fuzz/fuzz_frames: tests/fuzz/fuzz_frames.c runner/frames.c $(LIB_SRC)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $^ $(PKG_LIBS)

@@ -5,6 +5,7 @@
  * is valid JSON with consecutive seq. */
 #include "../../runner/supervisor.h"
 #include "../../lib/config.h"
+#include "../../lib/log.h"
 
 #include <openssl/evp.h>
 #include <stdio.h>

@@ -2,17 +2,22 @@
 (SANDBOX_OCI_RUNTIME=runsc): the same probe and hostile programs, on a
 stack of its own. gVisor is a kernel of its own, so a few answers differ
 in form (named below); none differs in what the sandbox can do."""
+import asyncio
 import base64
+import json
 import os
 import signal
+import ssl
 import subprocess
 import time
 
 import pytest
+import websockets
 
 from conftest import (new_session, output, private_stack, py, run, run_in, stack_script,
                       submit, wait_for, wait_phase, wait_run)
 from test_isolation import HOSTILE, _check, probe
+from test_streams import ECHO
 
 
 CONF = ("SANDBOX_OCI_RUNTIME = runsc\nSANDBOX_WORKSPACE_CAP_MB = 64\n"
@@ -176,3 +181,29 @@ def test_runsc_supervisor_kill_9(runsc_stack):
     assert wait_for(lambda: gvisor_processes(d) == [], timeout=20), gvisor_processes(d)
     ok, fr = run(c, **py("print('after the crash')"))
     assert ok["phase"] == "completed" and output(fr) == b"after the crash\n"
+
+
+def test_runsc_interactive_stdin(runsc_stack):
+    """stdin frames reach a gVisor sandbox's command (runsc passes the
+    stdin pipe through) and its answers stream back."""
+    d, c = runsc_stack
+    r = submit(c, spec_version="1.1", interactive=True, base_image="python", command=ECHO)
+    assert r.status_code == 202, r.text
+    ctx = ssl.create_default_context(cafile=os.path.join(d, "tls", "ca.pem"))
+
+    async def talk():
+        got = []
+        async with websockets.connect(r.json()["log_stream_url"], ssl=ctx,
+                                      max_size=2 ** 20) as ws:
+            async def reader():
+                async for m in ws:
+                    got.append(json.loads(m))
+            rt = asyncio.create_task(reader())
+            await ws.send(json.dumps({"type": "stdin", "encoding": "utf8", "data": "gvisor\n"}))
+            await ws.send(json.dumps({"type": "stdin_close"}))
+            await asyncio.wait_for(rt, 30)
+        return got
+
+    fr = asyncio.run(talk())
+    assert output(fr) == b"GVISOR\neof\n", fr
+    assert fr[-1]["event"] == "end" and fr[-1]["data"]["exit_code"] == 0
