@@ -1,6 +1,7 @@
 """make bench: run latency and throughput through nginx, beside bare
-`crun run` of the same bundle measured in the same run (BENCH_OCI=runsc:
-the stack runs gVisor, and the bare figure is `runsc run`).
+`crun run` of the same bundle measured in the same run, the two
+alternating run by run (BENCH_OCI=runsc: the stack runs gVisor, and the
+bare figure is `runsc run`).
 
 Prints, for `true` and `python3 -c pass`:
   - bare crun run (fork+exec of crun, create, start, wait, delete)
@@ -76,65 +77,70 @@ def capture_bundle():
     return cfg
 
 
-def bare_crun(cfg, cmd, n):
-    tmp = tempfile.mkdtemp(prefix="sandbox-bench.")
-    ws = os.path.join(tmp, "ws")
-    os.mkdir(ws)
-    maps = cfg["linux"].get("uidMappings")
-    uid = int(cfg["process"]["args"][2]) + (maps[0]["hostID"] if maps else 0)
-    os.chown(ws, uid, uid)
-    cfg = json.loads(json.dumps(cfg))
-    args = cfg["process"]["args"]
-    cfg["process"]["args"] = args[:args.index("--") + 1] + cmd
-    reader = None
-    for m in cfg["mounts"]:
-        if m["destination"] == "/workspace":
-            m["source"] = ws
-        if m["destination"] == "/.sandbox-status":
-            # runsc's status FIFO needs a reader, as the supervisor is one.
-            m["source"] = os.path.join(tmp, "status")
-            os.mkfifo(m["source"], 0o600)
-            reader = os.open(m["source"], os.O_RDONLY | os.O_NONBLOCK)
-    cfg["linux"]["cgroupsPath"] = "/sandbox/bench-bare"
-    json.dump(cfg, open(os.path.join(tmp, "config.json"), "w"))
-    state = os.path.join(tmp, "state")
-    times = []
-    for i in range(n):
+class Bare:
+    """Bare `OCI run` of the captured bundle, one run per call."""
+
+    def __init__(self, cfg, cmd):
+        self.tmp = tempfile.mkdtemp(prefix="sandbox-bench.")
+        ws = os.path.join(self.tmp, "ws")
+        os.mkdir(ws)
+        maps = cfg["linux"].get("uidMappings")
+        uid = int(cfg["process"]["args"][2]) + (maps[0]["hostID"] if maps else 0)
+        os.chown(ws, uid, uid)
+        cfg = json.loads(json.dumps(cfg))
+        args = cfg["process"]["args"]
+        cfg["process"]["args"] = args[:args.index("--") + 1] + cmd
+        self.reader = None
+        for m in cfg["mounts"]:
+            if m["destination"] == "/workspace":
+                m["source"] = ws
+            if m["destination"] == "/.sandbox-status":
+                # runsc's status FIFO needs a reader, as the supervisor is one.
+                m["source"] = os.path.join(self.tmp, "status")
+                os.mkfifo(m["source"], 0o600)
+                self.reader = os.open(m["source"], os.O_RDONLY | os.O_NONBLOCK)
+        cfg["linux"]["cgroupsPath"] = "/sandbox/bench-bare"
+        json.dump(cfg, open(os.path.join(self.tmp, "config.json"), "w"))
+        self.state = os.path.join(self.tmp, "state")
+        self.n = 0
+
+    def once(self):
+        name = f"bench-{self.n}"
+        self.n += 1
         t0 = time.perf_counter()
-        subprocess.run([OCI, "--root", state, *OCI_FLAGS, "run", "--bundle", tmp, f"bench-{i}"],
+        subprocess.run([OCI, "--root", self.state, *OCI_FLAGS, "run", "--bundle", self.tmp, name],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        times.append((time.perf_counter() - t0) * 1000)
-        if reader is not None:
-            while True:
-                try:
-                    if not os.read(reader, 65536):
-                        break
-                except BlockingIOError:
+        ms = (time.perf_counter() - t0) * 1000
+        while self.reader is not None:
+            try:
+                if not os.read(self.reader, 65536):
                     break
-    if reader is not None:
-        os.close(reader)
-    if OCI == "runsc":
-        for i in range(n):
-            subprocess.run([OCI, "--root", state, "delete", "--force", f"bench-{i}"],
+            except BlockingIOError:
+                break
+        if OCI == "runsc":
+            subprocess.run([OCI, "--root", self.state, "delete", "--force", name],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    shutil.rmtree(tmp, ignore_errors=True)
-    return times
+        return ms
+
+    def close(self):
+        if self.reader is not None:
+            os.close(self.reader)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def ours(image, cmd, n):
-    client, ids = [], []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        rid = post(image, cmd)
-        b = wait(rid)
-        client.append((time.perf_counter() - t0) * 1000)
-        assert b["phase"] == "completed", b
-        ids.append(rid)
+def ours_once(image, cmd):
+    t0 = time.perf_counter()
+    rid = post(image, cmd)
+    b = wait(rid)
+    assert b["phase"] == "completed", b
+    return rid, (time.perf_counter() - t0) * 1000
+
+
+def server_times(ids):
     id_list = ",".join(f"'{i}'" for i in ids)
-    server = [float(x) for x in psql(
+    return [float(x) for x in psql(
         "SELECT extract(epoch FROM finished_at - created_at) * 1000 FROM runs "
         f"WHERE id IN ({id_list})")]
-    return client, server
 
 
 def saturation(n):
@@ -165,8 +171,16 @@ def main():
     rows = {}
     for label, image, cmd in [("true", "bash", ["true"]),
                               ("python3 -c pass", "python", ["python3", "-c", "pass"])]:
-        bare = bare_crun(cfg, cmd, N)
-        client, server = ours(image, cmd, N)
+        # Bare and ours alternate, run by run, so that a drift in the
+        # machine's speed (it is a VM) weighs on both alike.
+        runner, bare, client, ids = Bare(cfg, cmd), [], [], []
+        for _ in range(N):
+            bare.append(runner.once())
+            rid, ms = ours_once(image, cmd)
+            ids.append(rid)
+            client.append(ms)
+        runner.close()
+        server = server_times(ids)
         for name, xs in [(f"bare {OCI} run: {label}", bare),
                          (f"server: {label}", server),
                          (f"client: {label}", client)]:
