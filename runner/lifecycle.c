@@ -654,6 +654,7 @@ void run_begin(struct json_object *row)
 	(void)strlcpy_ok(r->base_image, row_str(row, "base_image"), sizeof(r->base_image));
 	(void)strlcpy_ok(r->runtime, row_str(row, "runtime"), sizeof(r->runtime));
 	r->docker = strcmp(r->runtime, "docker") == 0;
+	r->status_fifo = !r->docker && oci_is_runsc();
 	if (row_str(row, "session_id") && uuid_valid(row_str(row, "session_id")))
 		(void)strlcpy_ok(r->session_id, row_str(row, "session_id"), sizeof(r->session_id));
 	struct json_object *cpu = NULL;
@@ -674,8 +675,8 @@ void run_begin(struct json_object *row)
 	r->uid = (uid_t)(1000 + rnd % 59000);
 	if (r->docker) {
 		r->host_base = 0; /* no user namespace: the run's uid is a host uid */
-	} else if (oci_is_runsc()) {
-		/* gVisor: no user namespace either (its gofer could not reach
+	} else if (r->status_fifo) {
+		/* runsc (gVisor): no user namespace either (its gofer could not reach
 		 * the workspace through root's directories); the run's uid is
 		 * taken from the same private host range instead. */
 		r->uid += r->host_base;
@@ -720,7 +721,6 @@ void run_begin(struct json_object *row)
 	if (workspace_create(r, err, sizeof(err)) < 0 ||
 	    (r->docker ? docker_prepare(r, err, sizeof(err)) : oci_write_bundle(r, err, sizeof(err))) < 0)
 		goto fail;
-	r->status_fifo = !r->docker && oci_is_runsc();
 	if (open_pipe(po) < 0 || open_pipe(pe) < 0 ||
 	    (r->status_fifo ? (ps[0] = oci_status_fifo(r)) : open_pipe(ps)) < 0) {
 		(void)snprintf(err, sizeof(err), "pipes: %s", strerror(errno));

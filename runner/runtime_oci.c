@@ -55,6 +55,12 @@ static struct json_object *id_map(uid_t host)
 	return a;
 }
 
+/* runsc's status FIFO: in the run's bundle directory. */
+static void status_fifo_path(const struct run *r, char *out, size_t outlen)
+{
+	(void)snprintf(out, outlen, "%s/status", r->dir);
+}
+
 static struct json_object *build_config(struct run *r)
 {
 	char rootfs[600], ws[600], tmpsz[64];
@@ -129,7 +135,7 @@ static struct json_object *build_config(struct run *r)
 	if (oci_is_runsc()) {
 		char fifo[700];
 		const char *const fifoopts[] = { "bind", "rw", "nosuid", "nodev", "noexec", NULL };
-		(void)snprintf(fifo, sizeof(fifo), "%s/status", r->dir);
+		status_fifo_path(r, fifo, sizeof(fifo));
 		add_mount(mounts, "/.sandbox-status", "bind", fifo, fifoopts);
 	}
 	json_object_object_add(c, "mounts", mounts);
@@ -189,11 +195,13 @@ int oci_write_bundle(struct run *r, char *err, size_t errlen)
 	const char *s = json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN);
 	int fd, rc = 0;
 
-	(void)snprintf(path, sizeof(path), "%s/status", r->dir);
-	if (oci_is_runsc() && mkfifo(path, 0600) < 0 && errno != EEXIST) {
-		(void)snprintf(err, errlen, "mkfifo %s: %s", path, strerror(errno));
-		json_object_put(c);
-		return -1;
+	if (oci_is_runsc()) {
+		status_fifo_path(r, path, sizeof(path));
+		if (mkfifo(path, 0600) < 0 && errno != EEXIST) {
+			(void)snprintf(err, errlen, "mkfifo %s: %s", path, strerror(errno));
+			json_object_put(c);
+			return -1;
+		}
 	}
 	(void)snprintf(path, sizeof(path), "%s/config.json", r->dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -220,7 +228,7 @@ int oci_status_fifo(struct run *r)
 {
 	char path[700];
 
-	(void)snprintf(path, sizeof(path), "%s/status", r->dir);
+	status_fifo_path(r, path, sizeof(path));
 	return open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
 }
 

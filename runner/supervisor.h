@@ -75,7 +75,7 @@ struct run {
 	char verdict[2048];
 	size_t verdict_len;
 	bool status_eof;
-	bool status_fifo; /* runsc: the status channel is a FIFO, not a pipe */
+	bool status_fifo; /* runsc (gVisor): the status channel is a FIFO, not a pipe */
 
 	struct watch timer_w;
 	int64_t startup_deadline, exec_deadline, kill_deadline; /* mono ms */
